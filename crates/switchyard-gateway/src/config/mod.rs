@@ -1,0 +1,129 @@
+//! The gateway's configuration: TOML, every field defaulted, unknown keys rejected, every
+//! invalid value reported with its field path. `config/switchyard.toml` documents it all.
+
+mod validate;
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+use switchyard_router::CacheAwareConfig;
+use switchyard_workers::{HttpClientConfig, WorkerSpec};
+
+pub use validate::ConfigError;
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub upstream: UpstreamConfig,
+    pub routing: RoutingConfig,
+    pub admin: AdminConfig,
+    pub workers: Vec<WorkerSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub host: String,
+    pub port: u16,
+    /// Largest accepted request body; bigger ones get 413.
+    pub max_body_bytes: usize,
+    /// How long a shutdown waits for in-flight responses to finish.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            max_body_bytes: 32 * 1024 * 1024,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// TCP connect timeout to a worker; a failure is a 502.
+    pub connect_timeout_ms: u64,
+    /// Time from sending the request until the worker's response headers; past it, 504.
+    /// Non-streaming workers send headers only when generation ends, so keep it generous.
+    pub request_timeout_ms: u64,
+    /// Idle keep-alive connections to workers are closed after this long.
+    pub pool_idle_timeout_ms: u64,
+    pub pool_max_idle_per_host: usize,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout_ms: 2_000,
+            request_timeout_ms: 300_000,
+            pool_idle_timeout_ms: 90_000,
+            pool_max_idle_per_host: 256,
+        }
+    }
+}
+
+impl UpstreamConfig {
+    pub fn client_config(&self) -> HttpClientConfig {
+        HttpClientConfig {
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+            pool_idle_timeout: Duration::from_millis(self.pool_idle_timeout_ms),
+            pool_max_idle_per_host: self.pool_max_idle_per_host,
+        }
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoutingConfig {
+    /// One of `switchyard_router::POLICY_NAMES`.
+    pub policy: String,
+    pub cache_aware: CacheAwareConfig,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> Self {
+        Self {
+            policy: "cache_aware".into(),
+            cache_aware: CacheAwareConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Control-plane key for `/admin/*`. Empty disables the admin API (403). The environment
+    /// variable `SWITCHYARD_ADMIN_API_KEY` overrides it, to keep secrets out of files.
+    pub api_key: String,
+}
+
+impl Config {
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses and validates TOML text.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let config = validate::parse_with_paths(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate::validate(self)
+    }
+}

@@ -1,0 +1,152 @@
+use std::collections::HashSet;
+use switchyard_router::POLICY_NAMES;
+
+use super::Config;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("config error at `{path}`: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl ConfigError {
+    pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Deserializes while tracking the path of the field being read, so an unknown key or a
+/// wrong type is reported as `routing.cache_aware.match_threshold`, not just a line number.
+pub(super) fn parse_with_paths(text: &str) -> Result<Config, ConfigError> {
+    let deserializer = toml::Deserializer::parse(text)
+        .map_err(|e| ConfigError::invalid("<toml>", e.message().to_string()))?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        ConfigError::invalid(
+            if path == "." { "<root>".into() } else { path },
+            inner.message().to_string(),
+        )
+    })
+}
+
+pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
+    let positive = [
+        ("server.max_body_bytes", config.server.max_body_bytes as u64),
+        (
+            "upstream.connect_timeout_ms",
+            config.upstream.connect_timeout_ms,
+        ),
+        (
+            "upstream.request_timeout_ms",
+            config.upstream.request_timeout_ms,
+        ),
+        (
+            "upstream.pool_idle_timeout_ms",
+            config.upstream.pool_idle_timeout_ms,
+        ),
+    ];
+    for (path, value) in positive {
+        if value == 0 {
+            return Err(ConfigError::invalid(path, "must be greater than 0"));
+        }
+    }
+    if config.server.host.trim().is_empty() {
+        return Err(ConfigError::invalid("server.host", "must not be empty"));
+    }
+    if !POLICY_NAMES.contains(&config.routing.policy.as_str()) {
+        return Err(ConfigError::invalid(
+            "routing.policy",
+            format!(
+                "unknown policy `{}` (valid: {})",
+                config.routing.policy,
+                POLICY_NAMES.join(", ")
+            ),
+        ));
+    }
+    config
+        .routing
+        .cache_aware
+        .validate()
+        .map_err(|e| ConfigError::invalid("routing.cache_aware", e.to_string()))?;
+    let mut names = HashSet::new();
+    for (i, worker) in config.workers.iter().enumerate() {
+        worker
+            .validate()
+            .map_err(|e| ConfigError::invalid(format!("workers[{i}]"), e.to_string()))?;
+        if !names.insert(worker.name.as_str()) {
+            return Err(ConfigError::invalid(
+                format!("workers[{i}].name"),
+                format!("duplicate worker name `{}`", worker.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_path(text: &str) -> String {
+        match Config::parse(text) {
+            Err(ConfigError::Invalid { path, .. }) => path,
+            other => panic!("expected an invalid-config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_file_gives_documented_defaults() {
+        let config = Config::parse("").unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.server.port, 8080);
+        assert_eq!(config.server.max_body_bytes, 32 * 1024 * 1024);
+        assert_eq!(config.routing.policy, "cache_aware");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_path() {
+        assert_eq!(error_path("[server]\nprot = 1\n"), "server.prot");
+        assert_eq!(
+            error_path("[routing.cache_aware]\nfoo = 1\n"),
+            "routing.cache_aware.foo"
+        );
+        assert_eq!(error_path("bogus = 1\n"), "bogus");
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        assert_eq!(error_path("[server]\nport = \"eighty\"\n"), "server.port");
+        assert_eq!(error_path("[server]\nport = 70000\n"), "server.port");
+    }
+
+    #[test]
+    fn invalid_values_name_the_field() {
+        assert_eq!(
+            error_path("[routing]\npolicy = \"random\"\n"),
+            "routing.policy"
+        );
+        assert_eq!(
+            error_path("[upstream]\nrequest_timeout_ms = 0\n"),
+            "upstream.request_timeout_ms"
+        );
+        let dup = "[[workers]]\nname = \"a\"\nurl = \"http://h:1\"\n[[workers]]\nname = \"a\"\nurl = \"http://h:2\"\n";
+        assert_eq!(error_path(dup), "workers[1].name");
+        assert_eq!(
+            error_path("[[workers]]\nname = \"a\"\nurl = \"ftp://h\"\n"),
+            "workers[0]"
+        );
+    }
+
+    #[test]
+    fn the_shipped_reference_config_is_valid_and_equals_the_defaults() {
+        let text = include_str!("../../../../config/switchyard.toml");
+        let config = Config::parse(text).unwrap();
+        assert_eq!(config, Config::default());
+    }
+}

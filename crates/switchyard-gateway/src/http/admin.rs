@@ -1,0 +1,126 @@
+//! Control-plane endpoints, guarded by the admin API key.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+use switchyard_workers::{RegistryError, WorkerHandle, WorkerSpec};
+
+use crate::error::ApiError;
+use crate::state::{AppState, SharedState};
+
+/// Checks `Authorization: Bearer <key>` (or `x-api-key`) against the configured admin key.
+fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(expected) = state.admin_key.as_deref() else {
+        return Err(ApiError::forbidden(
+            "admin_disabled",
+            "the admin API is disabled: set admin.api_key or SWITCHYARD_ADMIN_API_KEY",
+        ));
+    };
+    let presented = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
+    match presented {
+        Some(key) if constant_time_eq(key.as_bytes(), expected.as_bytes()) => Ok(()),
+        Some(_) => Err(ApiError::unauthorized("the admin API key is not valid")),
+        None => Err(ApiError::unauthorized(
+            "the admin API needs `Authorization: Bearer <admin key>`",
+        )),
+    }
+}
+
+/// Compares secrets without an early exit that would leak the matching prefix length.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn worker_json(worker: &WorkerHandle) -> serde_json::Value {
+    json!({
+        "id": worker.id().0,
+        "name": worker.name(),
+        "url": worker.base_url(),
+        "models": worker.models().map(|m| m.as_ref().clone()),
+        "in_flight": worker.in_flight(),
+    })
+}
+
+pub async fn list_workers(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let workers = state.registry.directory().snapshot();
+    let list: Vec<_> = workers.iter().map(|w| worker_json(w)).collect();
+    Ok(Json(json!({"workers": list})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddWorker {
+    url: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    models: Option<Vec<String>>,
+}
+
+pub async fn add_worker(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers)?;
+    let request: AddWorker = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("invalid worker description: {e}"),
+        )
+    })?;
+    let mut spec = WorkerSpec::parse_flag(&request.url)
+        .map_err(|e| ApiError::bad_request("invalid_worker", e.to_string()))?;
+    if let Some(name) = request.name {
+        spec.name = name;
+    }
+    spec.models = request.models;
+    let worker = state.registry.add(spec).await.map_err(registry_error)?;
+    Ok((StatusCode::CREATED, Json(worker_json(&worker))).into_response())
+}
+
+pub async fn remove_worker(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let worker = state.registry.remove(&name).await.map_err(registry_error)?;
+    Ok(Json(json!({"removed": worker_json(&worker)})))
+}
+
+fn registry_error(error: RegistryError) -> ApiError {
+    match error {
+        RegistryError::AlreadyExists(_) => ApiError::conflict("worker_exists", error.to_string()),
+        RegistryError::NotFound(_) => ApiError::not_found("worker_not_found", error.to_string()),
+        RegistryError::InvalidSpec(_) => ApiError::bad_request("invalid_worker", error.to_string()),
+        RegistryError::Unavailable(_) => ApiError::internal(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn constant_time_eq_matches_only_equal_keys() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+    }
+}

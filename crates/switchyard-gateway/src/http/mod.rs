@@ -1,0 +1,32 @@
+//! HTTP surface: the OpenAI endpoints, operational endpoints and the admin API.
+
+mod admin;
+mod inference;
+mod ops;
+
+use axum::Router;
+use axum::routing::{delete, get, post};
+
+use crate::error::ApiError;
+use crate::state::SharedState;
+
+pub fn router(state: SharedState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(inference::chat_completions))
+        .route("/v1/completions", post(inference::completions))
+        .route("/v1/models", get(ops::models))
+        .route("/health", get(ops::health))
+        .route("/ready", get(ops::ready))
+        .route("/metrics", get(ops::metrics))
+        .route(
+            "/admin/workers",
+            get(admin::list_workers).post(admin::add_worker),
+        )
+        .route("/admin/workers/{name}", delete(admin::remove_worker))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found(uri: http::Uri) -> ApiError {
+    ApiError::not_found("unknown_route", format!("no route for {}", uri.path()))
+}

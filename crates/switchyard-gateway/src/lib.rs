@@ -1,0 +1,19 @@
+//! The Switchyard gateway: an OpenAI-compatible front door that routes each request to an
+//! inference worker and streams the answer back.
+//!
+//! Layout: `config` (TOML, validated), `http` (endpoints), `proxy` (the inference request
+//! path, stage by stage), `metrics`, `server` (assembly and lifecycle), `demo` (embedded
+//! default with simulated workers).
+
+pub mod config;
+pub mod demo;
+pub mod error;
+mod http;
+pub mod metrics;
+pub mod openai;
+mod proxy;
+pub mod server;
+pub mod state;
+
+pub use config::{Config, ConfigError};
+pub use server::{GatewayHandle, StartError, start};

@@ -1,0 +1,150 @@
+//! The `switchyard` binary: `serve` a gateway from a config file, or run the `demo`.
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use switchyard_gateway::config::{Config, ConfigError};
+use switchyard_gateway::demo::{self, DemoOptions};
+use switchyard_workers::WorkerSpec;
+
+#[derive(Parser)]
+#[command(name = "switchyard", version, about = "LLM-inference gateway")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a gateway from a config file; flags override the file.
+    Serve(ServeArgs),
+    /// Run a gateway with built-in simulated workers (the embedded default).
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML config file (see config/switchyard.toml); defaults apply without it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    host: Option<String>,
+    #[arg(long)]
+    port: Option<u16>,
+    /// A worker, `URL` or `name=URL`; repeatable. Replaces the file's workers.
+    #[arg(long = "worker-url")]
+    worker_urls: Vec<String>,
+    /// Routing policy: round_robin | cache_aware.
+    #[arg(long)]
+    policy: Option<String>,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Number of simulated workers.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Simulated time factor (0.1 = ten times faster workers).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Drive the multiturn workload for SECS seconds against round_robin, then cache_aware,
+    /// and print both summaries side by side.
+    #[arg(long, value_name = "SECS")]
+    load: Option<u64>,
+    /// Request rate for --load, requests per second.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+}
+
+fn build_config(args: &ServeArgs) -> Result<Config, ConfigError> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(host) = &args.host {
+        config.server.host = host.clone();
+    }
+    if let Some(port) = args.port {
+        config.server.port = port;
+    }
+    if let Some(policy) = &args.policy {
+        config.routing.policy = policy.clone();
+    }
+    if !args.worker_urls.is_empty() {
+        config.workers = args
+            .worker_urls
+            .iter()
+            .map(|url| {
+                WorkerSpec::parse_flag(url)
+                    .map_err(|e| ConfigError::invalid("--worker-url", e.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    config
+        .validate()
+        .map_err(|e| match (e, args.policy.is_some()) {
+            (ConfigError::Invalid { path, message }, true) if path == "routing.policy" => {
+                ConfigError::invalid("--policy", message)
+            }
+            (e, _) => e,
+        })?;
+    Ok(config)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => {
+                let config = match build_config(&args) {
+                    Ok(config) => config,
+                    Err(error) => {
+                        eprintln!("switchyard: {error}");
+                        std::process::exit(2);
+                    }
+                };
+                let admin_key = std::env::var("SWITCHYARD_ADMIN_API_KEY")
+                    .ok()
+                    .or_else(|| Some(config.admin.api_key.clone()));
+                let gateway = switchyard_gateway::start(config, admin_key).await?;
+                demo::wait_for_shutdown_signal().await;
+                tracing::info!("shutting down");
+                gateway.shutdown().await;
+                Ok(())
+            }
+            Command::Demo(args) => {
+                let options = DemoOptions {
+                    host: args.host,
+                    port: args.port,
+                    workers: args.workers,
+                    time_scale: args.time_scale,
+                    load_secs: args.load,
+                    rate: args.rate,
+                    seed: args.seed,
+                };
+                demo::run(options).await.map_err(anyhow::Error::from)
+            }
+        }
+    })
+}

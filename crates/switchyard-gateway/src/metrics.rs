@@ -1,0 +1,143 @@
+//! Gateway metrics, Prometheus text format. Every series is `switchyard_`-prefixed with base
+//! units in the name; labels are bounded (route, status, worker names from the registry,
+//! policy branches from a fixed set).
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use switchyard_workers::WorkerDirectory;
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0,
+];
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub request_duration: HistogramVec,
+    pub ttft: HistogramVec,
+    pub in_flight: IntGauge,
+    pub worker_in_flight: IntGaugeVec,
+    pub workers_registered: IntGauge,
+    pub routing_decisions: IntCounterVec,
+    pub upstream_errors: IntCounterVec,
+    pub client_disconnects: IntCounterVec,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("metrics setup failed: {0}")]
+pub struct MetricsError(#[from] prometheus::Error);
+
+impl Metrics {
+    pub fn new() -> Result<Self, MetricsError> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "switchyard_requests_total",
+                "Requests answered, by route, HTTP status and worker (`none` when not routed).",
+            ),
+            &["route", "status", "worker"],
+        )?;
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "switchyard_request_duration_seconds",
+                "End-to-end latency from request arrival to the last byte of the response.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["route"],
+        )?;
+        let ttft = HistogramVec::new(
+            HistogramOpts::new(
+                "switchyard_time_to_first_token_seconds",
+                "Time from request arrival to the first response body bytes from the worker.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["route"],
+        )?;
+        let in_flight = IntGauge::new(
+            "switchyard_in_flight_requests",
+            "Requests currently being served.",
+        )?;
+        let worker_in_flight = IntGaugeVec::new(
+            Opts::new(
+                "switchyard_worker_in_flight_requests",
+                "Requests in flight per worker.",
+            ),
+            &["worker"],
+        )?;
+        let workers_registered = IntGauge::new(
+            "switchyard_workers_registered",
+            "Workers currently in the registry.",
+        )?;
+        let routing_decisions = IntCounterVec::new(
+            Opts::new(
+                "switchyard_routing_decisions_total",
+                "Routing decisions by policy and the branch of the policy that decided.",
+            ),
+            &["policy", "branch"],
+        )?;
+        let upstream_errors = IntCounterVec::new(
+            Opts::new(
+                "switchyard_upstream_errors_total",
+                "Failed calls to workers by kind (connect, timeout, status_5xx, body).",
+            ),
+            &["kind"],
+        )?;
+        let client_disconnects = IntCounterVec::new(
+            Opts::new(
+                "switchyard_client_disconnects_total",
+                "Responses abandoned by the client before the end; the upstream request is cancelled.",
+            ),
+            &["route"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(request_duration.clone()))?;
+        registry.register(Box::new(ttft.clone()))?;
+        registry.register(Box::new(in_flight.clone()))?;
+        registry.register(Box::new(worker_in_flight.clone()))?;
+        registry.register(Box::new(workers_registered.clone()))?;
+        registry.register(Box::new(routing_decisions.clone()))?;
+        registry.register(Box::new(upstream_errors.clone()))?;
+        registry.register(Box::new(client_disconnects.clone()))?;
+        Ok(Self {
+            registry,
+            requests,
+            request_duration,
+            ttft,
+            in_flight,
+            worker_in_flight,
+            workers_registered,
+            routing_decisions,
+            upstream_errors,
+            client_disconnects,
+        })
+    }
+
+    /// Pre-registers the series of a policy's branches so dashboards see zeros, not gaps.
+    pub fn register_policy(&self, policy: &str, branches: &[&str]) {
+        for branch in branches {
+            self.routing_decisions.with_label_values(&[policy, branch]);
+        }
+    }
+
+    pub fn forget_worker(&self, worker: &str) {
+        let _ = self.worker_in_flight.remove_label_values(&[worker]);
+    }
+
+    /// Renders the text exposition, refreshing the gauges that are read from live state.
+    pub fn render(&self, directory: &WorkerDirectory) -> String {
+        let workers = directory.snapshot();
+        self.workers_registered.set(workers.len() as i64);
+        for worker in workers.iter() {
+            self.worker_in_flight
+                .with_label_values(&[worker.name()])
+                .set(worker.in_flight() as i64);
+        }
+        let mut buffer = Vec::new();
+        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
+            tracing::warn!(%error, "metrics encoding failed");
+        }
+        String::from_utf8_lossy(&buffer).into_owned()
+    }
+}

@@ -1,0 +1,149 @@
+//! Assembles a running gateway from a validated config and owns its tasks.
+
+use axum::serve::ListenerExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_router::{RoutingPolicy, build_policy};
+use switchyard_workers::{Registry, RegistryObserver, WorkerHandle, build_http_client};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::state::AppState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("routing policy: {0}")]
+    Policy(#[from] switchyard_router::RouterError),
+    #[error("worker registry: {0}")]
+    Registry(#[from] switchyard_workers::RegistryError),
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
+}
+
+/// Keeps routing structures and metrics in step with registry membership.
+struct MembershipObserver {
+    policy: Arc<dyn RoutingPolicy>,
+    metrics: Arc<Metrics>,
+}
+
+impl RegistryObserver for MembershipObserver {
+    fn worker_added(&self, _worker: &Arc<WorkerHandle>) {}
+
+    fn worker_removed(&self, worker: &Arc<WorkerHandle>) {
+        self.policy.worker_removed(worker.id());
+        self.metrics.forget_worker(worker.name());
+    }
+}
+
+/// A running gateway. Dropping it without `shutdown` leaves the server running until the
+/// runtime ends; call `shutdown` for an orderly stop.
+pub struct GatewayHandle {
+    addr: SocketAddr,
+    state: Arc<AppState>,
+    stop: Option<oneshot::Sender<()>>,
+    server: JoinHandle<()>,
+    registry_task: JoinHandle<()>,
+}
+
+impl GatewayHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Stops accepting, lets in-flight responses finish within the grace period, then stops
+    /// the worker actors.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let grace = Duration::from_millis(self.state.config.server.shutdown_grace_ms);
+        if tokio::time::timeout(grace, &mut self.server).await.is_err() {
+            warn!("in-flight requests outlived the shutdown grace period; aborting them");
+            self.server.abort();
+        }
+        self.state.registry.stop();
+        let _ = (&mut self.registry_task).await;
+    }
+}
+
+/// Binds, registers the configured workers and starts serving.
+pub async fn start(config: Config, admin_key: Option<String>) -> Result<GatewayHandle, StartError> {
+    config.validate()?;
+    let metrics = Arc::new(Metrics::new()?);
+    let policy = build_policy(&config.routing.policy, &config.routing.cache_aware)?;
+    metrics.register_policy(policy.name(), policy.branches());
+    let client = build_http_client(&config.upstream.client_config());
+    let observer = Arc::new(MembershipObserver {
+        policy: Arc::clone(&policy),
+        metrics: Arc::clone(&metrics),
+    });
+    let (registry, registry_task) = Registry::start(client.clone(), observer).await?;
+    for spec in &config.workers {
+        registry.add(spec.clone()).await?;
+    }
+
+    let addr = format!("{}:{}", config.server.host, config.server.port);
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: addr.clone(),
+        source,
+    })?;
+    let admin_key = admin_key.filter(|k| !k.is_empty());
+    if admin_key.is_none() {
+        info!("admin API disabled (no admin.api_key)");
+    }
+    let state = Arc::new(AppState {
+        config,
+        registry,
+        policy,
+        client,
+        metrics,
+        admin_key,
+    });
+    let app = crate::http::router(Arc::clone(&state));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let server = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        });
+        if let Err(error) = serve.await {
+            warn!(%error, "server stopped with an error");
+        }
+    });
+    info!(addr = %local, policy = state.policy.name(), workers = state.config.workers.len(), "switchyard gateway listening");
+    Ok(GatewayHandle {
+        addr: local,
+        state,
+        stop: Some(stop),
+        server,
+        registry_task,
+    })
+}

@@ -1,0 +1,225 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+//! Shared fixtures: simulated workers on loopback, the gateway in-process or as a real
+//! process, and a small HTTP client.
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use std::future::Future;
+use std::process::Stdio;
+use std::time::Duration;
+use switchyard_gateway::Config;
+use switchyard_sim::{SimConfig, SimWorker};
+use switchyard_workers::{HttpClient, HttpClientConfig, WorkerSpec, build_http_client};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+pub const ADMIN_KEY: &str = "test-admin-key";
+
+pub fn client() -> HttpClient {
+    build_http_client(&HttpClientConfig::default())
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The `error.code` of an OpenAI-shaped error body.
+    pub fn error_code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+pub async fn open(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> http::Response<Incoming> {
+    let mut builder = Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder.body(Full::new(body.into())).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), client().request(request))
+        .await
+        .expect("request timed out")
+        .expect("request failed")
+}
+
+pub async fn send(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Reply {
+    let response = open(method, url, headers, body).await;
+    let (parts, body) = response.into_parts();
+    let bytes = tokio::time::timeout(Duration::from_secs(30), body.collect())
+        .await
+        .expect("body timed out")
+        .expect("body failed")
+        .to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+pub async fn post_json(url: &str, body: &serde_json::Value) -> Reply {
+    send(
+        Method::POST,
+        url,
+        &[("content-type", "application/json")],
+        body.to_string(),
+    )
+    .await
+}
+
+pub fn chat(model: &str, content: &str, stream: bool) -> serde_json::Value {
+    serde_json::json!({
+        "model": model,
+        "stream": stream,
+        "stream_options": {"include_usage": true},
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": content}],
+    })
+}
+
+/// Fast simulated workers: time runs 20× faster than the default model.
+pub async fn start_sims(count: usize) -> Vec<SimWorker> {
+    let mut sims = Vec::new();
+    for i in 0..count {
+        let config = SimConfig {
+            name: format!("sim-{i}"),
+            time_scale: 0.05,
+            ..SimConfig::default()
+        };
+        sims.push(
+            SimWorker::start(config, "127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap(),
+        );
+    }
+    sims
+}
+
+pub fn specs(sims: &[SimWorker]) -> Vec<WorkerSpec> {
+    sims.iter()
+        .map(|s| WorkerSpec {
+            name: s.name().to_string(),
+            url: s.base_url(),
+            models: None,
+        })
+        .collect()
+}
+
+pub fn config_for(sims: &[SimWorker], policy: &str) -> Config {
+    let mut config = Config::default();
+    config.server.port = 0;
+    config.routing.policy = policy.into();
+    config.workers = specs(sims);
+    config
+}
+
+/// Polls `condition` until it holds or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The `switchyard` binary as a real child process; killed on drop.
+pub struct GatewayProcess {
+    pub child: tokio::process::Child,
+    pub base_url: String,
+    stderr_drain: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        self.stderr_drain.abort();
+    }
+}
+
+impl GatewayProcess {
+    /// Starts `switchyard serve` with `args` (plus `--port 0`) and waits for its listening line.
+    pub async fn spawn(args: &[&str]) -> Self {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .arg("serve")
+            .args(args)
+            .args(["--port", "0"])
+            .env("RUST_LOG", "info")
+            .env("SWITCHYARD_ADMIN_API_KEY", ADMIN_KEY)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn switchyard");
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let find_addr = async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains("switchyard gateway listening") {
+                    let addr = line
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix("addr="))
+                        .expect("addr field")
+                        .to_string();
+                    return addr;
+                }
+            }
+            panic!("gateway exited before listening");
+        };
+        let addr = tokio::time::timeout(Duration::from_secs(20), find_addr)
+            .await
+            .expect("gateway did not start");
+        // Keep draining stderr so the child never blocks on a full pipe.
+        let stderr_drain =
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child,
+            base_url: format!("http://{addr}"),
+            stderr_drain,
+        }
+    }
+}
+
+/// Runs the `switchyard` binary to completion and returns (exit code, stderr).
+pub async fn run_to_exit(args: &[&str]) -> (i32, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .output()
+        .await
+        .expect("run switchyard");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

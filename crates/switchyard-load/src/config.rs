@@ -1,0 +1,121 @@
+use std::time::Duration;
+
+use crate::LoadError;
+
+/// The shape of the prompts sent during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Long shared system prompts plus growing per-session conversations (Zipf-skewed sessions).
+    Multiturn,
+    /// A few hot prefixes carry ~80 % of requests; the rest are unique.
+    Hotkey,
+    /// Unique random prompts, nothing shared.
+    Uniform,
+}
+
+/// Everything [`crate::run`] needs to drive one open-loop run.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// Base URL, e.g. `http://127.0.0.1:8080` (plain http only).
+    pub target: String,
+    /// Mean requests per second (Poisson arrivals).
+    pub rate: f64,
+    pub duration: Duration,
+    pub workload: Workload,
+    pub seed: u64,
+    /// `None` → `GET /v1/models` and use the first id.
+    pub model: Option<String>,
+    pub max_tokens: u32,
+    /// Arrivals beyond this many in-flight requests are counted as `client_dropped`, never queued.
+    pub max_in_flight: usize,
+    pub request_timeout: Duration,
+    /// Extra headers sent with every request, e.g. authorization or priority.
+    pub headers: Vec<(String, String)>,
+    /// Print a progress line to stderr every second.
+    pub progress: bool,
+    /// Stream with `stream_options.include_usage`; `false` sends plain JSON requests.
+    pub stream: bool,
+}
+
+impl LoadConfig {
+    pub const DEFAULT_RATE: f64 = 10.0;
+    pub const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+    pub const DEFAULT_SEED: u64 = 42;
+    pub const DEFAULT_MAX_TOKENS: u32 = 32;
+    pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+    pub fn new(target: impl Into<String>) -> Self {
+        Self {
+            target: target.into(),
+            rate: Self::DEFAULT_RATE,
+            duration: Self::DEFAULT_DURATION,
+            workload: Workload::Multiturn,
+            seed: Self::DEFAULT_SEED,
+            model: None,
+            max_tokens: Self::DEFAULT_MAX_TOKENS,
+            max_in_flight: Self::DEFAULT_MAX_IN_FLIGHT,
+            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
+            headers: Vec::new(),
+            progress: false,
+            stream: true,
+        }
+    }
+
+    /// The hard cap on requests one run may issue, whatever the arrival process draws.
+    pub fn max_requests(&self) -> u64 {
+        let expected = self.rate * self.duration.as_secs_f64();
+        // Saturating float→int cast: absurd rates cannot overflow the bound.
+        (expected * 1.5 + 100.0) as u64
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), LoadError> {
+        if !self.rate.is_finite() || self.rate <= 0.0 {
+            return Err(LoadError::InvalidConfig(format!(
+                "rate must be a positive number, got {}",
+                self.rate
+            )));
+        }
+        if self.duration.is_zero() {
+            return Err(LoadError::InvalidConfig("duration must be positive".into()));
+        }
+        if self.max_in_flight == 0 {
+            return Err(LoadError::InvalidConfig(
+                "max_in_flight must be at least 1".into(),
+            ));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(LoadError::InvalidConfig(
+                "request_timeout must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hard_request_bound_follows_rate_and_duration() {
+        let mut config = LoadConfig::new("http://127.0.0.1:1");
+        config.rate = 100.0;
+        config.duration = Duration::from_secs(2);
+        assert_eq!(config.max_requests(), 400);
+    }
+
+    #[test]
+    fn validation_rejects_nonsense() {
+        let mut config = LoadConfig::new("http://127.0.0.1:1");
+        assert!(config.validate().is_ok());
+        config.rate = 0.0;
+        assert!(config.validate().is_err());
+        config.rate = f64::NAN;
+        assert!(config.validate().is_err());
+        config.rate = 1.0;
+        config.max_in_flight = 0;
+        assert!(config.validate().is_err());
+    }
+}

@@ -1,0 +1,125 @@
+//! Load-based choices shared by policies: least-loaded selection and the imbalance guard.
+
+use crate::policy::Candidate;
+use std::sync::atomic::{AtomicU64, Ordering};
+use switchyard_core::WorkerId;
+
+/// Picks the candidate with the fewest requests in flight.
+///
+/// Ties rotate: the n-th tied decision takes the (n mod ties)-th tied candidate in slice
+/// order. That is deterministic for a given call sequence, yet an idle fleet does not pile
+/// every new conversation onto the same worker (which a lowest-id rule would do).
+#[derive(Debug, Default)]
+pub(crate) struct LeastLoaded {
+    tie_rotation: AtomicU64,
+}
+
+impl LeastLoaded {
+    pub(crate) fn pick(&self, candidates: &[Candidate]) -> Option<WorkerId> {
+        let fewest = candidates.iter().map(|c| c.in_flight).min()?;
+        let tied = candidates.iter().filter(|c| c.in_flight == fewest);
+        let tie_count = tied.clone().count() as u64;
+        let turn = self.tie_rotation.fetch_add(1, Ordering::Relaxed);
+        let index = usize::try_from(turn % tie_count).ok()?;
+        tied.clone().nth(index).map(|c| c.id)
+    }
+}
+
+/// SGLang-style load guard: the spread of in-flight counts is too large, both absolutely
+/// (so a handful of requests on an idle fleet does not trigger it) and relatively.
+pub(crate) fn is_imbalanced(
+    candidates: &[Candidate],
+    abs_threshold: u64,
+    rel_threshold: f64,
+) -> bool {
+    let mut loads = candidates.iter().map(|c| c.in_flight);
+    let Some(first) = loads.next() else {
+        return false;
+    };
+    let (min, max) = loads.fold((first, first), |(lo, hi), load| {
+        (lo.min(load), hi.max(load))
+    });
+    max - min > abs_threshold && max as f64 > min as f64 * rel_threshold
+}
+
+/// The candidates sorted by id so cache holders can be looked up by binary search.
+/// Built before the tree lock is taken, so the allocation stays out of the critical section.
+pub(crate) struct CandidateView {
+    by_id: Vec<(WorkerId, u64)>,
+}
+
+impl CandidateView {
+    pub(crate) fn new(candidates: &[Candidate]) -> Self {
+        let mut by_id: Vec<(WorkerId, u64)> =
+            candidates.iter().map(|c| (c.id, c.in_flight)).collect();
+        by_id.sort_unstable();
+        Self { by_id }
+    }
+
+    pub(crate) fn in_flight(&self, id: WorkerId) -> Option<u64> {
+        self.by_id
+            .binary_search_by_key(&id, |&(worker, _)| worker)
+            .ok()
+            .and_then(|index| self.by_id.get(index))
+            .map(|&(_, in_flight)| in_flight)
+    }
+
+    pub(crate) fn contains(&self, id: WorkerId) -> bool {
+        self.in_flight(id).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loads(values: &[u64]) -> Vec<Candidate> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &in_flight)| Candidate {
+                id: WorkerId(i as u32),
+                in_flight,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn least_loaded_takes_the_minimum_and_rotates_among_ties() {
+        let chooser = LeastLoaded::default();
+        assert_eq!(chooser.pick(&loads(&[5, 2, 9])), Some(WorkerId(1)));
+        let tied = loads(&[1, 4, 1, 1]);
+        let picks: Vec<u32> = (0..6).map(|_| chooser.pick(&tied).unwrap().0).collect();
+        // One pick was already spent above, so the rotation starts at the second tie.
+        assert_eq!(picks, vec![2, 3, 0, 2, 3, 0]);
+        assert_eq!(chooser.pick(&[]), None);
+    }
+
+    #[test]
+    fn imbalance_needs_both_absolute_and_relative_spread() {
+        assert!(is_imbalanced(&loads(&[10, 50]), 32, 1.5));
+        // Absolute spread 40 > 32 but 140 < 100 * 1.5.
+        assert!(!is_imbalanced(&loads(&[100, 140]), 32, 1.5));
+        // Relative spread large but absolute spread only 30.
+        assert!(!is_imbalanced(&loads(&[0, 30]), 32, 1.5));
+        assert!(!is_imbalanced(&loads(&[7]), 0, 1.0));
+        assert!(!is_imbalanced(&[], 0, 1.0));
+    }
+
+    #[test]
+    fn candidate_view_finds_in_flight_by_id() {
+        let view = CandidateView::new(&[
+            Candidate {
+                id: WorkerId(9),
+                in_flight: 3,
+            },
+            Candidate {
+                id: WorkerId(2),
+                in_flight: 8,
+            },
+        ]);
+        assert_eq!(view.in_flight(WorkerId(2)), Some(8));
+        assert_eq!(view.in_flight(WorkerId(9)), Some(3));
+        assert!(!view.contains(WorkerId(5)));
+    }
+}

@@ -1,0 +1,132 @@
+//! Worker configuration and its command-line form.
+
+use std::net::{IpAddr, SocketAddr};
+
+/// Output tokens are capped here whatever the request asks for.
+pub const MAX_OUTPUT_TOKENS: u32 = 4096;
+
+/// Tokens per KV-cache block, as in vLLM's default block size.
+pub const BLOCK_TOKENS: usize = 16;
+
+/// How the simulated engine behaves: capacity, cache size and speed.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Worker name, e.g. `sim-0`; sent back in the `x-sim-worker` header.
+    pub name: String,
+    /// The only model name the worker serves.
+    pub model: String,
+    /// At most this many requests run in the batch; the rest queue FIFO.
+    pub max_running: usize,
+    /// Prefix-cache capacity in blocks of [`BLOCK_TOKENS`] tokens, LRU.
+    pub kv_blocks: usize,
+    /// Prefill cost per 1000 uncached prompt tokens.
+    pub prefill_ms_per_1k_tokens: f64,
+    /// Cost of each output token after the first.
+    pub decode_ms_per_token: f64,
+    /// Multiplies every simulated duration; 0.1 runs ten times faster.
+    pub time_scale: f64,
+    /// Output length when the request gives no `max_tokens`.
+    pub default_max_tokens: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            name: "sim-0".to_owned(),
+            model: "sim-llama".to_owned(),
+            max_running: 8,
+            kv_blocks: 4096,
+            prefill_ms_per_1k_tokens: 40.0,
+            decode_ms_per_token: 5.0,
+            time_scale: 1.0,
+            default_max_tokens: 16,
+        }
+    }
+}
+
+/// Command-line arguments of `switchyard-sim worker`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct WorkerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Worker name reported in `x-sim-worker`.
+    #[arg(long, default_value = "sim-0")]
+    pub name: String,
+    /// Model name served.
+    #[arg(long, default_value = "sim-llama")]
+    pub model: String,
+    /// Maximum requests in the running batch.
+    #[arg(long, default_value_t = 8)]
+    pub max_running: usize,
+    /// Prefix-cache capacity in 16-token blocks.
+    #[arg(long, default_value_t = 4096)]
+    pub kv_blocks: usize,
+    /// Prefill milliseconds per 1000 uncached prompt tokens.
+    #[arg(long, default_value_t = 40.0)]
+    pub prefill_ms_per_1k_tokens: f64,
+    /// Decode milliseconds per output token.
+    #[arg(long, default_value_t = 5.0)]
+    pub decode_ms_per_token: f64,
+    /// Multiplier on every simulated duration (0.1 = 10x faster).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+}
+
+impl WorkerArgs {
+    /// The engine configuration these arguments describe.
+    pub fn to_config(&self) -> SimConfig {
+        SimConfig {
+            name: self.name.clone(),
+            model: self.model.clone(),
+            max_running: self.max_running,
+            kv_blocks: self.kv_blocks,
+            prefill_ms_per_1k_tokens: self.prefill_ms_per_1k_tokens,
+            decode_ms_per_token: self.decode_ms_per_token,
+            time_scale: self.time_scale,
+            ..SimConfig::default()
+        }
+    }
+
+    /// The socket address to bind.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.host, self.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        worker: WorkerArgs,
+    }
+
+    #[test]
+    fn args_map_onto_config_and_addr() {
+        let cli = Cli::parse_from([
+            "x",
+            "--port",
+            "9001",
+            "--name",
+            "sim-7",
+            "--max-running",
+            "3",
+            "--time-scale",
+            "0.5",
+        ]);
+        let config = cli.worker.to_config();
+        assert_eq!(config.name, "sim-7");
+        assert_eq!(config.max_running, 3);
+        assert_eq!(config.time_scale, 0.5);
+        assert_eq!(config.model, "sim-llama");
+        assert_eq!(config.default_max_tokens, 16);
+        assert_eq!(cli.worker.addr().to_string(), "127.0.0.1:9001");
+    }
+}

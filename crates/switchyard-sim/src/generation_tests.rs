@@ -1,0 +1,191 @@
+//! Scheduler and timing-model tests on paused tokio time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::*;
+use crate::config::SimConfig;
+use crate::fault::Fault;
+
+fn engine(max_running: usize) -> Arc<Engine> {
+    let config = SimConfig {
+        max_running,
+        ..SimConfig::default()
+    };
+    Arc::new(Engine::new(config).unwrap())
+}
+
+/// A prompt of `count` distinct words starting with `tag`.
+fn prompt(tag: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{tag}{i}")).collect()
+}
+
+/// Drives a generation to the end; returns (time to first token, usage).
+async fn run(engine: Arc<Engine>, words: Vec<String>, max_tokens: usize) -> (Duration, Usage) {
+    let start = Instant::now();
+    let mut generation = Generation::new(engine, &words, max_tokens);
+    let mut ttft = None;
+    loop {
+        match generation.next_event().await {
+            Some(GenEvent::Token(_)) => {
+                ttft.get_or_insert_with(|| start.elapsed());
+            }
+            Some(GenEvent::Finished(usage)) => return (ttft.unwrap(), usage),
+            None => panic!("ended without usage"),
+        }
+    }
+}
+
+fn assert_close(actual: Duration, expected_ms: f64) {
+    let actual_ms = actual.as_secs_f64() * 1000.0;
+    assert!(
+        (actual_ms - expected_ms).abs() <= 1.5,
+        "expected ~{expected_ms} ms, got {actual_ms} ms"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_most_max_running_and_the_rest_wait() {
+    let engine = engine(2);
+    let mut tasks = JoinSet::new();
+    for i in 0..5 {
+        tasks.spawn(run(Arc::clone(&engine), prompt(&format!("p{i}-"), 100), 8));
+    }
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let stats = engine.stats();
+    assert_eq!((stats.running, stats.waiting), (2, 3));
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+        assert!(engine.stats().running <= 2);
+    }
+    let stats = engine.stats();
+    assert_eq!((stats.running, stats.waiting), (0, 0));
+    assert_eq!(stats.requests_completed, 5);
+    assert_eq!(stats.generation_tokens, 40);
+}
+
+#[tokio::test(start_paused = true)]
+async fn queue_is_fifo_and_ttft_grows_with_queue_wait() {
+    let engine = engine(1);
+    let mut handles = Vec::new();
+    for i in 0..3 {
+        handles.push(tokio::spawn(run(
+            Arc::clone(&engine),
+            prompt(&format!("q{i}-"), 1000),
+            5,
+        )));
+        // Let each request reach the queue before the next one arrives.
+        tokio::task::yield_now().await;
+    }
+    let mut ttfts = Vec::new();
+    for handle in handles {
+        ttfts.push(handle.await.unwrap().0);
+    }
+    // Alone: 40 ms prefill. Each predecessor adds its whole run: 40 + 4 x 5 = 60 ms.
+    assert_close(ttfts[0], 40.0);
+    assert_close(ttfts[1], 100.0);
+    assert_close(ttfts[2], 160.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn ttft_grows_with_uncached_tokens_and_cache_shortens_it() {
+    let engine = engine(4);
+    let (short, _) = run(Arc::clone(&engine), prompt("a", 1000), 1).await;
+    let (long, _) = run(Arc::clone(&engine), prompt("b", 2008), 1).await;
+    assert_close(short, 40.0);
+    assert_close(long, 2008.0 / 1000.0 * 40.0);
+
+    // Same prompt again: its 125 full blocks (2000 tokens) are cached, 8 are not.
+    let (cached, usage) = run(Arc::clone(&engine), prompt("b", 2008), 1).await;
+    assert_eq!(usage.prompt_tokens_details.cached_tokens, 2000);
+    assert_close(cached, 8.0 / 1000.0 * 40.0);
+    assert!(cached < long);
+    assert_eq!(engine.stats().cached_tokens, 2000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn contention_and_slow_fault_stretch_decode() {
+    // 10 ms per token keeps every expected pause on whole milliseconds, the
+    // timer's resolution.
+    let config = SimConfig {
+        decode_ms_per_token: 10.0,
+        ..SimConfig::default()
+    };
+    let engine = Arc::new(Engine::new(config).unwrap());
+    let start = Instant::now();
+    run(Arc::clone(&engine), prompt("s", 0), 11).await;
+    assert_close(start.elapsed(), 100.0);
+
+    engine.faults.set(Fault::Slow { factor: 10.0 });
+    let start = Instant::now();
+    run(Arc::clone(&engine), prompt("s", 0), 11).await;
+    assert_close(start.elapsed(), 1000.0);
+    engine.faults.set(Fault::Ok);
+
+    // Two running together: each token costs 10 x 1.1 ms.
+    let start = Instant::now();
+    let ((_, x), (_, y)) = tokio::join!(
+        run(Arc::clone(&engine), prompt("x", 0), 11),
+        run(Arc::clone(&engine), prompt("y", 0), 11)
+    );
+    assert_eq!((x.completion_tokens, y.completion_tokens), (11, 11));
+    assert_close(start.elapsed(), 110.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_running_request_counts_a_cancel_and_frees_the_slot() {
+    let engine = engine(1);
+    let mut generation = Generation::new(Arc::clone(&engine), &prompt("c", 64), 100);
+    assert!(matches!(
+        generation.next_event().await,
+        Some(GenEvent::Token(_))
+    ));
+    assert_eq!(engine.stats().running, 1);
+    assert!(engine.load().kv_cache_usage > 0.0);
+    drop(generation);
+    let stats = engine.stats();
+    assert_eq!((stats.running, stats.requests_cancelled), (0, 1));
+    assert_eq!(stats.requests_completed, 0);
+    assert_eq!(engine.with_state(|state| state.private_blocks), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_queued_request_leaves_the_queue() {
+    let engine = engine(1);
+    let mut first = Generation::new(Arc::clone(&engine), &prompt("f", 16), 3);
+    first.next_event().await;
+    let mut second = Generation::new(Arc::clone(&engine), &prompt("g", 16), 3);
+    let mut pending = Box::pin(second.next_event());
+    assert!((&mut pending).now_or_never().is_none());
+    assert_eq!(engine.stats().waiting, 1);
+    drop(pending);
+    drop(second);
+    let stats = engine.stats();
+    assert_eq!((stats.running, stats.waiting), (1, 0));
+    assert_eq!(stats.requests_cancelled, 1);
+    drop(first);
+    assert_eq!(engine.stats().running, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn slot_granted_to_a_departed_waiter_is_returned() {
+    let engine = engine(1);
+    let mut first = Generation::new(Arc::clone(&engine), &prompt("f", 16), 1);
+    first.next_event().await;
+    let mut second = Generation::new(Arc::clone(&engine), &prompt("g", 16), 1);
+    let mut pending = Box::pin(second.next_event());
+    assert!((&mut pending).now_or_never().is_none());
+    // The first finishes and hands its slot to the second, which never looks.
+    assert!(matches!(
+        first.next_event().await,
+        Some(GenEvent::Finished(_))
+    ));
+    assert_eq!(engine.stats().running, 1);
+    drop(pending);
+    drop(second);
+    assert_eq!(engine.stats().running, 0);
+}

@@ -1,0 +1,109 @@
+use http::Uri;
+use serde::{Deserialize, Serialize};
+
+/// What an operator says about a worker: its name, where it listens, and optionally which
+/// models it serves (when absent the worker actor discovers them from `GET /v1/models`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSpec {
+    pub name: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<Vec<String>>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    #[error("worker url `{0}` is not a valid http URL (expected http://host:port)")]
+    BadUrl(String),
+    #[error("worker url `{0}` must use http:// (TLS to workers is not supported)")]
+    NotHttp(String),
+    #[error("worker name must be 1-64 characters of [A-Za-z0-9._:-], got `{0}`")]
+    BadName(String),
+}
+
+impl WorkerSpec {
+    /// Parses the `--worker-url` form: `URL` (named `host:port`) or `name=URL`.
+    pub fn parse_flag(value: &str) -> Result<Self, SpecError> {
+        let (name, url) = match value.split_once('=') {
+            Some((name, url)) if !name.contains("://") => (Some(name.to_string()), url.to_string()),
+            _ => (None, value.to_string()),
+        };
+        let authority = authority_of(&url)?;
+        let spec = WorkerSpec {
+            name: name.unwrap_or(authority),
+            url,
+            models: None,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        authority_of(&self.url)?;
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+        if !name_ok {
+            return Err(SpecError::BadName(self.name.clone()));
+        }
+        Ok(())
+    }
+
+    /// The URL without a trailing slash, so paths can be appended.
+    pub fn base_url(&self) -> &str {
+        self.url.trim_end_matches('/')
+    }
+}
+
+fn authority_of(url: &str) -> Result<String, SpecError> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|_| SpecError::BadUrl(url.to_string()))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(_) => return Err(SpecError::NotHttp(url.to_string())),
+        None => return Err(SpecError::BadUrl(url.to_string())),
+    }
+    uri.authority()
+        .map(|a| a.to_string())
+        .ok_or_else(|| SpecError::BadUrl(url.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_url_is_named_by_host_and_port() {
+        let spec = WorkerSpec::parse_flag("http://127.0.0.1:9001").unwrap();
+        assert_eq!(spec.name, "127.0.0.1:9001");
+        assert_eq!(spec.base_url(), "http://127.0.0.1:9001");
+    }
+
+    #[test]
+    fn named_url_keeps_the_name() {
+        let spec = WorkerSpec::parse_flag("gpu-a=http://10.0.0.1:8000/").unwrap();
+        assert_eq!(spec.name, "gpu-a");
+        assert_eq!(spec.base_url(), "http://10.0.0.1:8000");
+    }
+
+    #[test]
+    fn rejects_bad_urls_and_names() {
+        assert!(matches!(
+            WorkerSpec::parse_flag("not a url"),
+            Err(SpecError::BadUrl(_))
+        ));
+        assert!(matches!(
+            WorkerSpec::parse_flag("https://x:1"),
+            Err(SpecError::NotHttp(_))
+        ));
+        assert!(matches!(
+            WorkerSpec::parse_flag("bad name=http://x:1"),
+            Err(SpecError::BadName(_))
+        ));
+    }
+}
