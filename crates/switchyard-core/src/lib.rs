@@ -1,11 +1,15 @@
 //! Core types shared by every Switchyard crate.
 //!
-//! This crate depends on nothing else in the workspace and carries no I/O:
-//! identifiers and the injectable clock that time-based logic uses so tests
-//! can drive it deterministically.
+//! This crate depends on nothing else in the workspace and carries no I/O: identifiers,
+//! request tags, the quota-ledger trait that admission and the replicated ledger meet at,
+//! and the injectable clock that time-based logic uses so tests can drive it deterministically.
 
 mod clock;
+mod quota;
+mod tags;
 mod worker_id;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use quota::{QuotaError, QuotaLedger, QuotaScope, Reservation, SpendTags};
+pub use tags::{ParseTagError, Priority, Purpose, RequestTags};
 pub use worker_id::WorkerId;

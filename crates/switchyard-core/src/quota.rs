@@ -1,0 +1,90 @@
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::tags::{Priority, Purpose};
+
+/// What a budget applies to: one caller, or one caller's one purpose.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct QuotaScope {
+    pub caller: Arc<str>,
+    pub purpose: Option<Purpose>,
+}
+
+impl QuotaScope {
+    pub fn caller(caller: impl Into<Arc<str>>) -> Self {
+        Self {
+            caller: caller.into(),
+            purpose: None,
+        }
+    }
+}
+
+impl fmt::Display for QuotaScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.purpose {
+            Some(purpose) => write!(f, "{}/{}", self.caller, purpose),
+            None => write!(f, "{}", self.caller),
+        }
+    }
+}
+
+/// Who is spending, for the per-(caller, purpose, priority) spend split.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpendTags {
+    pub scope: QuotaScope,
+    pub purpose: Purpose,
+    pub priority: Priority,
+}
+
+/// Tokens held against a budget until the request's real usage is known.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a reservation must be settled, or its tokens stay held"]
+pub struct Reservation {
+    pub tags: SpendTags,
+    pub tokens: u64,
+    /// Spent under a temporary override (reported separately).
+    pub under_override: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuotaError {
+    /// The scope's period budget cannot cover the request.
+    Exhausted {
+        scope: QuotaScope,
+        limit: u64,
+        used: u64,
+    },
+    /// The ledger cannot vouch for the budget right now (e.g. no quorum and no lease left).
+    Unavailable { reason: String },
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaError::Exhausted { scope, limit, used } => write!(
+                f,
+                "period token budget of `{scope}` is exhausted ({used} of {limit} used)"
+            ),
+            QuotaError::Unavailable { reason } => write!(f, "quota ledger unavailable: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for QuotaError {}
+
+/// The period budgets. The hot path calls `reserve` and `settle` on every request, so
+/// implementations must answer from local state (atomics, a local lease) and never wait on
+/// the network. In-memory now; the Raft-backed ledger implements the same trait.
+pub trait QuotaLedger: Send + Sync + 'static {
+    /// Holds `tokens` (an estimate) against the scope's period budget. Scopes without a
+    /// configured budget always succeed.
+    fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Reservation, QuotaError>;
+
+    /// Replaces the reservation by the real token count (refund or bounded debt).
+    fn settle(&self, reservation: Reservation, actual_tokens: u64);
+
+    /// Used share of the scope's period budget, `(spent + reserved) / limit`, or `None` when the
+    /// scope has no budget. Drives the soft (80 %) and hard (95 %) budget thresholds.
+    fn water_level(&self, scope: &QuotaScope) -> Option<f64>;
+}
