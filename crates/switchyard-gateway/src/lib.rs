@@ -11,9 +11,10 @@ pub mod error;
 mod http;
 pub mod metrics;
 pub mod openai;
-mod proxy;
+pub mod proxy;
+pub mod reload;
 pub mod server;
 pub mod state;
 
 pub use config::{Config, ConfigError};
-pub use server::{GatewayHandle, StartError, start};
+pub use server::{GatewayHandle, StartError, StartOptions, start, start_with};

@@ -3,6 +3,8 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::sync::Arc;
+use switchyard_gateway::StartOptions;
 use switchyard_gateway::config::{Config, ConfigError};
 use switchyard_gateway::demo::{self, DemoOptions};
 use switchyard_workers::WorkerSpec;
@@ -22,7 +24,7 @@ enum Command {
     Demo(DemoArgs),
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct ServeArgs {
     /// TOML config file (see config/switchyard.toml); defaults apply without it.
     #[arg(long)]
@@ -63,10 +65,15 @@ struct DemoArgs {
 }
 
 fn build_config(args: &ServeArgs) -> Result<Config, ConfigError> {
-    let mut config = match &args.config {
+    let config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    apply_flags(args, config)
+}
+
+/// Flags override the file, at start-up and on every reload of the file.
+fn apply_flags(args: &ServeArgs, mut config: Config) -> Result<Config, ConfigError> {
     if let Some(host) = &args.host {
         config.server.host = host.clone();
     }
@@ -127,7 +134,13 @@ fn main() -> anyhow::Result<()> {
                 let admin_key = std::env::var("SWITCHYARD_ADMIN_API_KEY")
                     .ok()
                     .or_else(|| Some(config.admin.api_key.clone()));
-                let gateway = switchyard_gateway::start(config, admin_key).await?;
+                let flags = args.clone();
+                let options = StartOptions {
+                    admin_key,
+                    config_path: args.config.clone(),
+                    config_overrides: Some(Arc::new(move |c| apply_flags(&flags, c))),
+                };
+                let gateway = switchyard_gateway::start_with(config, options).await?;
                 demo::wait_for_shutdown_signal().await;
                 tracing::info!("shutting down");
                 gateway.shutdown().await;

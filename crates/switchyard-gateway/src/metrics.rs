@@ -23,6 +23,9 @@ pub struct Metrics {
     pub routing_decisions: IntCounterVec,
     pub upstream_errors: IntCounterVec,
     pub client_disconnects: IntCounterVec,
+    pub upstream_attempts: IntCounterVec,
+    pub retries_denied: IntCounterVec,
+    pub retry_amplification: prometheus::Gauge,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +94,27 @@ impl Metrics {
             ),
             &["route"],
         )?;
+        let upstream_attempts = IntCounterVec::new(
+            Opts::new(
+                "switchyard_upstream_attempts_total",
+                "Requests sent to workers: `first` attempts and gateway `retry` attempts.",
+            ),
+            &["kind"],
+        )?;
+        let retries_denied = IntCounterVec::new(
+            Opts::new(
+                "switchyard_retries_denied_total",
+                "Failed attempts not retried, by reason (max_retries, budget_rate, budget_ratio, no_other_worker).",
+            ),
+            &["reason"],
+        )?;
+        let retry_amplification = prometheus::Gauge::new(
+            "switchyard_retry_amplification",
+            "Upstream attempts divided by first attempts since start (1.0 = no retries).",
+        )?;
+        registry.register(Box::new(upstream_attempts.clone()))?;
+        registry.register(Box::new(retries_denied.clone()))?;
+        registry.register(Box::new(retry_amplification.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(ttft.clone()))?;
@@ -111,6 +135,9 @@ impl Metrics {
             routing_decisions,
             upstream_errors,
             client_disconnects,
+            upstream_attempts,
+            retries_denied,
+            retry_amplification,
         })
     }
 
@@ -133,6 +160,12 @@ impl Metrics {
             self.worker_in_flight
                 .with_label_values(&[worker.name()])
                 .set(worker.in_flight() as i64);
+        }
+        let first = self.upstream_attempts.with_label_values(&["first"]).get();
+        let retry = self.upstream_attempts.with_label_values(&["retry"]).get();
+        if first > 0 {
+            self.retry_amplification
+                .set((first + retry) as f64 / first as f64);
         }
         let mut buffer = Vec::new();
         if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {

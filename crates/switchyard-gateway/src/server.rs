@@ -13,7 +13,11 @@ use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::proxy::retry_budget::RetryBudget;
+use crate::reload::{AuditLog, ConfigOverrides, LiveConfig, Reconfigure, spawn_file_watcher};
 use crate::state::AppState;
+use std::path::PathBuf;
+use switchyard_core::SystemClock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -47,6 +51,26 @@ impl RegistryObserver for MembershipObserver {
     }
 }
 
+/// Lets the retry budget follow config changes.
+struct RetryFollower(Arc<RetryBudget>);
+
+impl Reconfigure for RetryFollower {
+    fn reconfigure(&self, config: &Config) {
+        self.0.reconfigure(config.retry.clone());
+    }
+}
+
+/// How to start a gateway beyond its config.
+#[derive(Clone, Default)]
+pub struct StartOptions {
+    /// Key for `/admin/*`; `None` or empty disables the admin API.
+    pub admin_key: Option<String>,
+    /// The config file to watch for changes, if the config came from one, and the
+    /// command-line overrides to re-apply to it on every change.
+    pub config_path: Option<PathBuf>,
+    pub config_overrides: Option<ConfigOverrides>,
+}
+
 /// A running gateway. Dropping it without `shutdown` leaves the server running until the
 /// runtime ends; call `shutdown` for an orderly stop.
 pub struct GatewayHandle {
@@ -55,6 +79,7 @@ pub struct GatewayHandle {
     stop: Option<oneshot::Sender<()>>,
     server: JoinHandle<()>,
     registry_task: JoinHandle<()>,
+    watcher: Option<JoinHandle<()>>,
 }
 
 impl GatewayHandle {
@@ -73,10 +98,13 @@ impl GatewayHandle {
     /// Stops accepting, lets in-flight responses finish within the grace period, then stops
     /// the worker actors.
     pub async fn shutdown(mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let grace = Duration::from_millis(self.state.config.server.shutdown_grace_ms);
+        let grace = Duration::from_millis(self.state.config().server.shutdown_grace_ms);
         if tokio::time::timeout(grace, &mut self.server).await.is_err() {
             warn!("in-flight requests outlived the shutdown grace period; aborting them");
             self.server.abort();
@@ -88,7 +116,23 @@ impl GatewayHandle {
 
 /// Binds, registers the configured workers and starts serving.
 pub async fn start(config: Config, admin_key: Option<String>) -> Result<GatewayHandle, StartError> {
+    start_with(
+        config,
+        StartOptions {
+            admin_key,
+            ..StartOptions::default()
+        },
+    )
+    .await
+}
+
+/// [`start`] with every option.
+pub async fn start_with(
+    config: Config,
+    options: StartOptions,
+) -> Result<GatewayHandle, StartError> {
     config.validate()?;
+    let admin_key = options.admin_key;
     let metrics = Arc::new(Metrics::new()?);
     let policy = build_policy(&config.routing.policy, &config.routing.cache_aware)?;
     metrics.register_policy(policy.name(), policy.branches());
@@ -117,14 +161,31 @@ pub async fn start(config: Config, admin_key: Option<String>) -> Result<GatewayH
     if admin_key.is_none() {
         info!("admin API disabled (no admin.api_key)");
     }
+    let retry_budget = Arc::new(RetryBudget::new(
+        config.retry.clone(),
+        Arc::new(SystemClock),
+    ));
+    let watch_interval = Duration::from_millis(config.server.config_watch_interval_ms);
+    let audit = AuditLog::with_file(config.server.audit_log_path.clone().map(PathBuf::from));
+    let followers: Vec<Arc<dyn Reconfigure>> =
+        vec![Arc::new(RetryFollower(Arc::clone(&retry_budget)))];
+    let live = Arc::new(LiveConfig::new(config, followers, audit));
     let state = Arc::new(AppState {
-        config,
+        live: Arc::clone(&live),
         registry,
         policy,
         client,
         metrics,
+        retry_budget,
         admin_key,
     });
+    let overrides = options
+        .config_overrides
+        .unwrap_or_else(|| Arc::new(|config: Config| Ok(config)));
+    let watcher = options
+        .config_path
+        .filter(|_| !watch_interval.is_zero())
+        .map(|path| spawn_file_watcher(Arc::clone(&live), path, watch_interval, overrides));
     let app = crate::http::router(Arc::clone(&state));
     let (stop, stopped) = oneshot::channel::<()>();
     let listener = listener.tap_io(|tcp| {
@@ -138,12 +199,13 @@ pub async fn start(config: Config, admin_key: Option<String>) -> Result<GatewayH
             warn!(%error, "server stopped with an error");
         }
     });
-    info!(addr = %local, policy = state.policy.name(), workers = state.config.workers.len(), "switchyard gateway listening");
+    info!(addr = %local, policy = state.policy.name(), workers = state.config().workers.len(), "switchyard gateway listening");
     Ok(GatewayHandle {
         addr: local,
         state,
         stop: Some(stop),
         server,
         registry_task,
+        watcher,
     })
 }

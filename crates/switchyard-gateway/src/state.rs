@@ -4,17 +4,27 @@ use switchyard_workers::{HttpClient, Registry};
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::proxy::retry_budget::RetryBudget;
+use crate::reload::LiveConfig;
 
 /// Everything a request handler needs, shared by `Arc`. Nothing here takes a lock on the
 /// request path: the worker set is an atomically swapped snapshot, loads are atomics.
 pub struct AppState {
-    pub config: Config,
+    pub live: Arc<LiveConfig>,
     pub registry: Registry,
     pub policy: Arc<dyn RoutingPolicy>,
     pub client: HttpClient,
     pub metrics: Arc<Metrics>,
+    pub retry_budget: Arc<RetryBudget>,
     /// `None` disables the admin API.
     pub admin_key: Option<String>,
+}
+
+impl AppState {
+    /// The configuration in force (it can change at run time; read it per request).
+    pub fn config(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.live.get()
+    }
 }
 
 pub type SharedState = Arc<AppState>;

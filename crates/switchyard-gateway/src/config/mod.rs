@@ -9,6 +9,8 @@ use std::time::Duration;
 use switchyard_router::CacheAwareConfig;
 use switchyard_workers::{HttpClientConfig, WorkerSpec};
 
+pub use crate::proxy::retry_budget::RetryConfig;
+
 pub use validate::ConfigError;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -17,6 +19,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub upstream: UpstreamConfig,
     pub routing: RoutingConfig,
+    pub retry: RetryConfig,
     pub admin: AdminConfig,
     pub workers: Vec<WorkerSpec>,
 }
@@ -30,6 +33,11 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// How long a shutdown waits for in-flight responses to finish.
     pub shutdown_grace_ms: u64,
+    /// How often the config file is checked for changes (0 disables watching).
+    pub config_watch_interval_ms: u64,
+    /// JSON-lines file that every config change (and refused attempt) is appended to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_log_path: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -39,6 +47,8 @@ impl Default for ServerConfig {
             port: 8080,
             max_body_bytes: 32 * 1024 * 1024,
             shutdown_grace_ms: 10_000,
+            config_watch_interval_ms: 2_000,
+            audit_log_path: None,
         }
     }
 }

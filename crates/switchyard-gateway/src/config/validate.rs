@@ -74,6 +74,10 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
         .cache_aware
         .validate()
         .map_err(|e| ConfigError::invalid("routing.cache_aware", e.to_string()))?;
+    config
+        .retry
+        .validate()
+        .map_err(|(path, message)| ConfigError::invalid(path, message))?;
     let mut names = HashSet::new();
     for (i, worker) in config.workers.iter().enumerate() {
         worker

@@ -10,6 +10,7 @@ use serde_json::json;
 use switchyard_workers::{RegistryError, WorkerHandle, WorkerSpec};
 
 use crate::error::ApiError;
+use crate::reload::{ReloadError, set_path};
 use crate::state::{AppState, SharedState};
 
 /// Checks `Authorization: Bearer <key>` (or `x-api-key`) against the configured admin key.
@@ -111,6 +112,77 @@ fn registry_error(error: RegistryError) -> ApiError {
         RegistryError::InvalidSpec(_) => ApiError::bad_request("invalid_worker", error.to_string()),
         RegistryError::Unavailable(_) => ApiError::internal(error.to_string()),
     }
+}
+
+/// The principal an admin call is attributed to in the audit log. Until named admin keys
+/// exist this is the caller's `x-switchyard-principal` header (default `admin`).
+fn principal(headers: &HeaderMap) -> String {
+    headers
+        .get("x-switchyard-principal")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+        .unwrap_or("admin")
+        .to_string()
+}
+
+pub async fn get_config(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let mut config = serde_json::to_value(state.config().as_ref())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Some(admin) = config.get_mut("admin") {
+        admin["api_key"] = json!("<redacted>");
+    }
+    Ok(Json(config))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigChange {
+    /// Dotted field path → new value, e.g. `{"retry.max_retries": 1}`.
+    set: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+pub async fn put_config(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let change: ConfigChange = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("expected {{\"set\": {{\"path\": value}}, \"reason\": \"...\"}}: {e}"),
+        )
+    })?;
+    let mut next = state.config().as_ref().clone();
+    for (path, value) in change.set {
+        next = set_path(&next, &path, value)
+            .map_err(|e| ApiError::bad_request("invalid_config", e.to_string()))?;
+    }
+    let who = principal(&headers);
+    let changes = state
+        .live
+        .apply(next, &who, "api", change.reason.as_deref())
+        .map_err(|e| match e {
+            ReloadError::Invalid(e) => ApiError::bad_request("invalid_config", e.to_string()),
+            ReloadError::RestartRequired(_) => {
+                ApiError::conflict("restart_required", e.to_string())
+            }
+        })?;
+    Ok(Json(json!({"applied": changes})))
+}
+
+pub async fn config_audit(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&state, &headers)?;
+    Ok(Json(json!({"entries": state.live.audit().entries()})))
 }
 
 #[cfg(test)]

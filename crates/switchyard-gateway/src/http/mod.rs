@@ -23,6 +23,11 @@ pub fn router(state: SharedState) -> Router {
             get(admin::list_workers).post(admin::add_worker),
         )
         .route("/admin/workers/{name}", delete(admin::remove_worker))
+        .route(
+            "/admin/config",
+            get(admin::get_config).put(admin::put_config),
+        )
+        .route("/admin/config/audit", get(admin::config_audit))
         .fallback(not_found)
         .with_state(state)
 }

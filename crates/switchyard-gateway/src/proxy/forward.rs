@@ -3,9 +3,10 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_workers::WorkerHandle;
+use switchyard_workers::{InFlightGuard, WorkerHandle};
 
 use super::metered_body::{GatewayInFlight, MeteredBody, ResponseMeter};
 use super::{REQUEST_ID_HEADER, WORKER_HEADER};
@@ -13,13 +14,74 @@ use crate::error::ApiError;
 use crate::openai::Route;
 use crate::state::AppState;
 
-pub struct ForwardContext<'a> {
+/// What every attempt of one client request shares.
+pub struct RequestContext<'a> {
     pub state: &'a AppState,
     pub route: Route,
     pub client_headers: &'a HeaderMap,
     pub request_id: &'a str,
     pub started: Instant,
-    pub in_flight: GatewayInFlight,
+}
+
+/// A worker's answer whose headers have arrived and whose status is not a 5xx.
+pub struct UpstreamResponse {
+    parts: http::response::Parts,
+    body: Incoming,
+    worker: Arc<WorkerHandle>,
+    in_flight: InFlightGuard,
+}
+
+/// Why one attempt failed before any byte reached the client; all of these may be retried
+/// on another worker.
+#[derive(Debug)]
+pub enum AttemptFailure {
+    Timeout {
+        worker: String,
+        after: Duration,
+    },
+    Transport {
+        worker: String,
+        connect: bool,
+        detail: String,
+    },
+    ServerError {
+        worker: String,
+        status: StatusCode,
+        detail: String,
+    },
+}
+
+impl AttemptFailure {
+    /// Metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AttemptFailure::Timeout { .. } => "timeout",
+            AttemptFailure::Transport { connect: true, .. } => "connect",
+            AttemptFailure::Transport { .. } => "transport",
+            AttemptFailure::ServerError { .. } => "status_5xx",
+        }
+    }
+
+    pub fn into_api_error(self) -> ApiError {
+        match self {
+            AttemptFailure::Timeout { worker, after } => ApiError::gateway_timeout(format!(
+                "worker `{worker}` did not answer within {} ms",
+                after.as_millis()
+            )),
+            AttemptFailure::Transport { worker, detail, .. } => ApiError::bad_gateway(
+                "upstream_unreachable",
+                format!("worker `{worker}` failed: {detail}"),
+            ),
+            AttemptFailure::ServerError {
+                worker,
+                status,
+                detail,
+            } => ApiError::bad_gateway(
+                "upstream_error",
+                format!("worker `{worker}` answered {}: {detail}", status.as_u16()),
+            ),
+        }
+    }
 }
 
 /// Request headers from the client worth passing to a worker. Credentials meant for the
@@ -40,16 +102,23 @@ const HOP_BY_HOP: &[HeaderName] = &[
 const ERROR_BODY_LIMIT: usize = 4096;
 const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Sends the request to `worker` and streams its answer back as it arrives.
-pub async fn forward(
-    ctx: ForwardContext<'_>,
-    worker: Arc<WorkerHandle>,
+/// Sends the request to `worker` and waits for its response headers. Extra headers (the
+/// request's tags) are added to the upstream request.
+pub async fn attempt(
+    ctx: &RequestContext<'_>,
+    worker: &Arc<WorkerHandle>,
     body: Bytes,
-) -> Result<Response, ApiError> {
+    extra_headers: &[(&'static str, HeaderValue)],
+) -> Result<UpstreamResponse, AttemptFailure> {
     let state = ctx.state;
+    let name = worker.name().to_string();
     let uri = worker
         .uri_for(ctx.route.path())
-        .map_err(|e| ApiError::internal(format!("cannot build upstream URI: {e}")))?;
+        .map_err(|e| AttemptFailure::Transport {
+            worker: name.clone(),
+            connect: false,
+            detail: format!("cannot build upstream URI: {e}"),
+        })?;
     let mut builder = Request::builder()
         .method(Method::POST)
         .uri(uri)
@@ -60,94 +129,85 @@ pub async fn forward(
             builder = builder.header(name, value);
         }
     }
+    for (name, value) in extra_headers {
+        builder = builder.header(*name, value);
+    }
     let request = builder
         .body(Full::new(body))
-        .map_err(|e| ApiError::internal(format!("cannot build upstream request: {e}")))?;
+        .map_err(|e| AttemptFailure::Transport {
+            worker: name.clone(),
+            connect: false,
+            detail: format!("cannot build upstream request: {e}"),
+        })?;
 
-    let worker_guard = worker.start_request();
-    let timeout = state.config.upstream.request_timeout();
+    let in_flight = worker.start_request();
+    let timeout = state.config().upstream.request_timeout();
     let response = match tokio::time::timeout(timeout, state.client.request(request)).await {
         Err(_) => {
-            state
-                .metrics
-                .upstream_errors
-                .with_label_values(&["timeout"])
-                .inc();
-            return Err(ApiError::gateway_timeout(format!(
-                "worker `{}` did not answer within {} ms",
-                worker.name(),
-                timeout.as_millis()
-            )));
+            return Err(AttemptFailure::Timeout {
+                worker: name,
+                after: timeout,
+            });
         }
         Ok(Err(error)) => {
-            let kind = if error.is_connect() {
-                "connect"
-            } else {
-                "transport"
-            };
-            state
-                .metrics
-                .upstream_errors
-                .with_label_values(&[kind])
-                .inc();
-            return Err(ApiError::bad_gateway(
-                "upstream_unreachable",
-                format!("worker `{}` failed: {}", worker.name(), error_chain(&error)),
-            ));
+            return Err(AttemptFailure::Transport {
+                worker: name,
+                connect: error.is_connect(),
+                detail: error_chain(&error),
+            });
         }
         Ok(Ok(response)) => response,
     };
-
-    let (parts, upstream_body) = response.into_parts();
+    let (parts, body) = response.into_parts();
     if parts.status.is_server_error() {
-        state
-            .metrics
-            .upstream_errors
-            .with_label_values(&["status_5xx"])
-            .inc();
-        let detail = read_error_body(upstream_body).await;
-        return Err(ApiError::bad_gateway(
-            "upstream_error",
-            format!(
-                "worker `{}` answered {}: {}",
-                worker.name(),
-                parts.status.as_u16(),
-                detail
-            ),
-        ));
+        let detail = read_error_body(body).await;
+        return Err(AttemptFailure::ServerError {
+            worker: name,
+            status: parts.status,
+            detail,
+        });
     }
+    Ok(UpstreamResponse {
+        parts,
+        body,
+        worker: Arc::clone(worker),
+        in_flight,
+    })
+}
 
+/// Turns the worker's answer into the client's response, streamed through a metered body.
+pub fn respond(
+    ctx: &RequestContext<'_>,
+    upstream: UpstreamResponse,
+    gateway_in_flight: GatewayInFlight,
+) -> Response {
+    let UpstreamResponse {
+        parts,
+        body,
+        worker,
+        in_flight,
+    } = upstream;
+    let metrics = &ctx.state.metrics;
+    metrics
+        .requests
+        .with_label_values(&[ctx.route.label(), parts.status.as_str(), worker.name()])
+        .inc();
     let is_sse = parts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    state
-        .metrics
-        .requests
-        .with_label_values(&[ctx.route.label(), parts.status.as_str(), worker.name()])
-        .inc();
     let meter = ResponseMeter {
-        metrics: Arc::clone(&state.metrics),
+        metrics: Arc::clone(metrics),
         route: ctx.route,
         started: ctx.started,
-        _worker_in_flight: worker_guard,
-        _gateway_in_flight: ctx.in_flight,
+        _worker_in_flight: in_flight,
+        _gateway_in_flight: gateway_in_flight,
     };
-    let body = MeteredBody::new(upstream_body, meter, is_sse);
-    Ok(build_response(parts.status, &parts.headers, &worker, body))
-}
-
-fn build_response(
-    status: StatusCode,
-    upstream_headers: &HeaderMap,
-    worker: &WorkerHandle,
-    body: MeteredBody,
-) -> Response {
-    let mut response = Response::new(Body::new(body));
-    *response.status_mut() = status;
+    let mut response = Response::new(Body::new(MeteredBody::new(body, meter, is_sse)));
+    *response.status_mut() = parts.status;
     let headers = response.headers_mut();
-    for (name, value) in upstream_headers {
+    for (name, value) in &parts.headers {
         if !HOP_BY_HOP.contains(name) {
             headers.append(name, value.clone());
         }
@@ -159,7 +219,7 @@ fn build_response(
 }
 
 /// A short, bounded excerpt of a failing worker's body for the client's error message.
-async fn read_error_body(body: hyper::body::Incoming) -> String {
+async fn read_error_body(body: Incoming) -> String {
     let read = tokio::time::timeout(
         ERROR_BODY_TIMEOUT,
         Limited::new(body, ERROR_BODY_LIMIT).collect(),

@@ -1,16 +1,19 @@
 //! The inference request path, one stage per module, assembled here in order:
-//! read body → parse → select worker → forward → meter the streamed response.
-//! Later stages (admission, prefilters, retries) slot in between as their own modules.
+//! read body → parse → (select worker → forward, retried on another worker) → meter the
+//! streamed response. Later stages (admission, prefilters) slot in as their own modules.
 
 mod body_limit;
 mod forward;
 mod metered_body;
+mod retry;
+pub mod retry_budget;
 mod select;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue};
 use std::time::Instant;
+use switchyard_core::Purpose;
 use tracing::Instrument;
 
 use crate::error::ApiError;
@@ -30,7 +33,14 @@ pub async fn handle(state: SharedState, route: Route, headers: HeaderMap, body: 
     async move {
         let started = Instant::now();
         let in_flight = GatewayInFlight::enter(&state.metrics);
-        let mut response = match serve(&state, route, &headers, body, &request_id, started, in_flight).await {
+        let ctx = forward::RequestContext {
+            state: &state,
+            route,
+            client_headers: &headers,
+            request_id: &request_id,
+            started,
+        };
+        let mut response = match serve(&ctx, body, in_flight).await {
             Ok(response) => response,
             Err(error) => {
                 tracing::debug!(status = error.status.as_u16(), code = error.code, message = %error.message, "request refused");
@@ -52,27 +62,15 @@ pub async fn handle(state: SharedState, route: Route, headers: HeaderMap, body: 
 }
 
 async fn serve(
-    state: &SharedState,
-    route: Route,
-    headers: &HeaderMap,
+    ctx: &forward::RequestContext<'_>,
     body: Body,
-    request_id: &str,
-    started: Instant,
     in_flight: GatewayInFlight,
 ) -> Result<Response, ApiError> {
-    let bytes = body_limit::read(headers, body, state.config.server.max_body_bytes).await?;
-    let parsed = openai::parse(route, &bytes)?;
-    let (worker, decision) = select::select_worker(state, &parsed)?;
-    tracing::debug!(worker = worker.name(), branch = decision.branch, "routed");
-    let ctx = forward::ForwardContext {
-        state,
-        route,
-        client_headers: headers,
-        request_id,
-        started,
-        in_flight,
-    };
-    forward::forward(ctx, worker, bytes).await
+    let limit = ctx.state.config().server.max_body_bytes;
+    let bytes = body_limit::read(ctx.client_headers, body, limit).await?;
+    let parsed = openai::parse(ctx.route, &bytes)?;
+    let upstream = retry::send_with_retries(ctx, &parsed, bytes, Purpose::Business).await?;
+    Ok(forward::respond(ctx, upstream, in_flight))
 }
 
 /// The caller's request id when it sent a usable one, else a fresh UUID.

@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use switchyard_core::WorkerId;
 use switchyard_router::{Candidate, Decision, RouteRequest};
 use switchyard_workers::WorkerHandle;
 
@@ -9,11 +10,13 @@ use crate::state::AppState;
 /// Seconds a client should wait before retrying when nothing can serve it.
 const NO_WORKER_RETRY_AFTER: u64 = 1;
 
-/// Picks the worker for a request: the registry's workers that serve the model, then the
-/// routing policy. Answers 404 for a model no worker serves and 503 when none can take it.
+/// Picks the worker for a request: the registry's workers that serve the model, minus the
+/// ones already tried for this request, then the routing policy. Answers 404 for a model no
+/// worker serves and 503 when none can take it.
 pub fn select_worker(
     state: &AppState,
     request: &ParsedRequest,
+    exclude: &[WorkerId],
 ) -> Result<(Arc<WorkerHandle>, Decision), ApiError> {
     let workers = state.registry.directory().snapshot();
     if workers.is_empty() {
@@ -32,6 +35,7 @@ pub fn select_worker(
     }
     let candidates: Vec<Candidate> = serving
         .iter()
+        .filter(|w| !exclude.contains(&w.id()))
         .map(|w| Candidate {
             id: w.id(),
             in_flight: w.in_flight(),
@@ -41,6 +45,13 @@ pub fn select_worker(
         prompt: &request.prompt,
         routing_key: request.user.as_deref(),
     };
+    if candidates.is_empty() {
+        return Err(ApiError::unavailable(
+            "no_routable_worker",
+            "no worker can take this request now",
+            NO_WORKER_RETRY_AFTER,
+        ));
+    }
     let decision = state
         .policy
         .select(&route_request, &candidates)

@@ -1,0 +1,53 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+use super::LiveConfig;
+use crate::config::{Config, ConfigError};
+
+/// Re-applies what the command line said over the file (flags win over the file on every
+/// reload, as they did at start-up).
+pub type ConfigOverrides = Arc<dyn Fn(Config) -> Result<Config, ConfigError> + Send + Sync>;
+
+/// Polls the config file and applies it when its content changes. Polling (not inotify)
+/// keeps the dependency tree small and works on every filesystem; the owner aborts the task.
+pub fn spawn_file_watcher(
+    live: Arc<LiveConfig>,
+    path: PathBuf,
+    interval: Duration,
+    overrides: ConfigOverrides,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last = std::fs::read_to_string(&path).ok();
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let Ok(text) = tokio::fs::read_to_string(&path).await else {
+                continue;
+            };
+            if last.as_deref() == Some(text.as_str()) {
+                continue;
+            }
+            last = Some(text.clone());
+            match Config::parse(&text).and_then(|c| overrides(c)) {
+                Ok(next) => {
+                    if let Err(error) = live.apply(next, "config-file", "config-file", None) {
+                        tracing::error!(path = %path.display(), %error, "config file change refused; keeping the running config");
+                    }
+                }
+                Err(error) => {
+                    live.audit().record(
+                        "config-file",
+                        "config-file",
+                        None,
+                        &[],
+                        Some(&error.to_string()),
+                    );
+                    tracing::error!(path = %path.display(), %error, "config file is invalid; keeping the running config");
+                }
+            }
+        }
+    })
+}
