@@ -4,7 +4,7 @@ use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_router::{RoutingPolicy, build_policy};
+use switchyard_router::{PolicyContext, RoutingPolicy, build_policy};
 use switchyard_workers::{Registry, RegistryObserver, WorkerHandle, build_http_client};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -43,7 +43,9 @@ struct MembershipObserver {
 }
 
 impl RegistryObserver for MembershipObserver {
-    fn worker_added(&self, _worker: &Arc<WorkerHandle>) {}
+    fn worker_added(&self, worker: &Arc<WorkerHandle>) {
+        self.policy.worker_added(worker.id(), worker.name());
+    }
 
     fn worker_removed(&self, worker: &Arc<WorkerHandle>) {
         self.policy.worker_removed(worker.id());
@@ -134,7 +136,7 @@ pub async fn start_with(
     config.validate()?;
     let admin_key = options.admin_key;
     let metrics = Arc::new(Metrics::new()?);
-    let policy = build_policy(&config.routing.policy, &config.routing.cache_aware)?;
+    let policy = build_policy(&config.routing, PolicyContext::default())?;
     metrics.register_policy(policy.name(), policy.branches());
     let client = build_http_client(&config.upstream.client_config());
     let observer = Arc::new(MembershipObserver {

@@ -1,14 +1,19 @@
 //! Routing cost per request: cache-aware select+insert on ~10 KB (≈ 2,000-token) prompts with
-//! 10,000 cached conversations and 8 workers, and round robin for scale.
+//! 10,000 cached conversations and 8 workers (prefix hits and hash placement of new prompts),
+//! consistent-hash select over 8 and 64 workers (session keys, hot-key detection on), and
+//! round robin for scale.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
+use std::sync::Arc;
 use switchyard_core::WorkerId;
 use switchyard_router::{
-    CacheAwareConfig, CacheAwarePolicy, Candidate, RoundRobinPolicy, RouteRequest, RoutingPolicy,
+    CacheAwareConfig, CacheAwarePolicy, Candidate, ConsistentHashConfig, ConsistentHashPolicy,
+    DiscardAffinity, HotspotConfig, RoundRobinPolicy, RouteRequest, RouterClock, RoutingKeyConfig,
+    RoutingPolicy,
 };
 
 const WORKERS: u32 = 8;
@@ -49,8 +54,8 @@ fn text(rng: &mut SmallRng, bytes: usize) -> String {
 }
 
 /// In-flight counts spread below the imbalance guard, like a healthy fleet.
-fn fleet(rng: &mut SmallRng) -> Vec<Candidate> {
-    (0..WORKERS)
+fn fleet(rng: &mut SmallRng, workers: u32) -> Vec<Candidate> {
+    (0..workers)
         .map(|id| Candidate {
             id: WorkerId(id),
             in_flight: rng.random_range(0..8),
@@ -58,10 +63,17 @@ fn fleet(rng: &mut SmallRng) -> Vec<Candidate> {
         .collect()
 }
 
+/// Reports workers `0..workers` to the policy, as the registry observer does.
+fn register(policy: &dyn RoutingPolicy, workers: u32) {
+    for id in 0..workers {
+        policy.worker_added(WorkerId(id), &format!("worker-{id}"));
+    }
+}
+
 fn select(policy: &dyn RoutingPolicy, prompt: &str, candidates: &[Candidate]) {
     let request = RouteRequest {
         prompt,
-        routing_key: None,
+        ..Default::default()
     };
     black_box(policy.select(&request, candidates));
 }
@@ -74,8 +86,15 @@ struct Warmed {
 }
 
 fn warmed_policy(rng: &mut SmallRng) -> Warmed {
-    let policy = CacheAwarePolicy::new(CacheAwareConfig::default()).unwrap();
-    let candidates = fleet(rng);
+    let policy = CacheAwarePolicy::new(
+        CacheAwareConfig::default(),
+        &ConsistentHashConfig::default(),
+        RouterClock::system(),
+        Arc::new(DiscardAffinity),
+    )
+    .unwrap();
+    register(&policy, WORKERS);
+    let candidates = fleet(rng, WORKERS);
     let systems: Vec<String> = (0..SYSTEM_PROMPTS)
         .map(|_| text(rng, SYSTEM_BYTES))
         .collect();
@@ -129,6 +148,14 @@ fn cache_aware(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // A prompt nobody caches (its leading block is new): hash placement on the ring.
+    group.bench_function("new_prompt_hash_placement", |b| {
+        b.iter_batched_ref(
+            || text(&mut rng, SYSTEM_BYTES + TAIL_BYTES),
+            |prompt| select(&warmed.policy, prompt, &warmed.candidates),
+            BatchSize::SmallInput,
+        )
+    });
     group.finish();
     eprintln!(
         "cache_aware tree holds {} text bytes after the benchmarks",
@@ -136,13 +163,66 @@ fn cache_aware(c: &mut Criterion) {
     );
 }
 
+fn consistent_hash(c: &mut Criterion) {
+    const SESSIONS: usize = 100_000;
+    let mut rng = SmallRng::seed_from_u64(11);
+    let sessions: Vec<String> = (0..SESSIONS)
+        .map(|i| format!("{:016x}-{i}", rng.random::<u64>()))
+        .collect();
+    let mut group = c.benchmark_group("consistent_hash");
+    for (workers, hotspot) in [(8, true), (8, false), (64, true)] {
+        let policy = ConsistentHashPolicy::new(
+            ConsistentHashConfig::default(),
+            HotspotConfig {
+                enabled: hotspot,
+                ..Default::default()
+            },
+            RoutingKeyConfig::default(),
+            RouterClock::system(),
+        );
+        register(&policy, workers);
+        let candidates = fleet(&mut rng, workers);
+        let name = if hotspot {
+            format!("select_session/{workers}_workers")
+        } else {
+            format!("select_session_hotspot_off/{workers}_workers")
+        };
+        group.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || rng.random_range(0..SESSIONS),
+                |index| {
+                    let request = RouteRequest {
+                        prompt: "hello",
+                        session_id: Some(&sessions[*index]),
+                        user: None,
+                    };
+                    black_box(policy.select(&request, &candidates))
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        if workers == 8 && hotspot {
+            // No session or user: the key is the prompt's first 256 bytes.
+            let prompts: Vec<String> = (0..1_000).map(|_| text(&mut rng, 2_048)).collect();
+            group.bench_function("select_prompt_prefix/8_workers", |b| {
+                b.iter_batched_ref(
+                    || rng.random_range(0..prompts.len()),
+                    |index| select(&policy, &prompts[*index], &candidates),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+    }
+    group.finish();
+}
+
 fn round_robin(c: &mut Criterion) {
     let policy = RoundRobinPolicy::new();
-    let candidates = fleet(&mut SmallRng::seed_from_u64(7));
+    let candidates = fleet(&mut SmallRng::seed_from_u64(7), WORKERS);
     c.bench_function("round_robin/select", |b| {
         b.iter(|| select(&policy, "prompt", &candidates))
     });
 }
 
-criterion_group!(benches, cache_aware, round_robin);
+criterion_group!(benches, cache_aware, consistent_hash, round_robin);
 criterion_main!(benches);

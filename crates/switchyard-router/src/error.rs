@@ -9,10 +9,23 @@ pub enum RouterError {
         name: String,
         valid: &'static [&'static str],
     },
-    #[error("invalid cache_aware config: `{field}` {requirement}, got {value}")]
+    /// `field` is the dotted path inside the routing config, e.g. `hotspot.top_k`.
+    #[error("invalid routing config: `{field}` {requirement}, got {value}")]
     InvalidConfig {
         field: &'static str,
         requirement: &'static str,
         value: String,
     },
+}
+
+pub(crate) fn invalid(
+    field: &'static str,
+    requirement: &'static str,
+    value: impl ToString,
+) -> RouterError {
+    RouterError::InvalidConfig {
+        field,
+        requirement,
+        value: value.to_string(),
+    }
 }

@@ -1,6 +1,8 @@
-//! Load-based choices shared by policies: least-loaded selection and the imbalance guard.
+//! Load-based choices shared by policies: least-loaded selection, the imbalance guard and
+//! the bounded-load cap of consistent hashing.
 
 use crate::policy::Candidate;
+use crate::ring::Ring;
 use std::sync::atomic::{AtomicU64, Ordering};
 use switchyard_core::WorkerId;
 
@@ -40,6 +42,62 @@ pub(crate) fn is_imbalanced(
         (lo.min(load), hi.max(load))
     });
     max - min > abs_threshold && max as f64 > min as f64 * rel_threshold
+}
+
+/// Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam): a worker takes
+/// the request only while its in-flight count is below ⌈factor × (total + 1) / n⌉, the mean
+/// over the candidates counting the request being placed. Since factor ≥ 1, some candidate is
+/// always below the cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LoadBound {
+    capacity: u64,
+}
+
+impl LoadBound {
+    pub(crate) fn new(candidates: &[Candidate], factor: f64) -> Self {
+        let total: u64 = candidates.iter().map(|c| c.in_flight).sum();
+        let count = candidates.len().max(1) as f64;
+        let capacity = (factor * (total as f64 + 1.0) / count).ceil();
+        Self {
+            // Saturating float-to-int cast: an unbounded factor means no cap.
+            capacity: capacity as u64,
+        }
+    }
+
+    pub(crate) fn accepts(self, in_flight: u64) -> bool {
+        in_flight < self.capacity
+    }
+}
+
+/// The candidates' in-flight counts indexed by ring member, for the walk around the ring.
+pub(crate) struct CandidateLoads {
+    /// `NOT_CANDIDATE` for ring members the gateway filtered out.
+    by_member: Vec<u64>,
+}
+
+const NOT_CANDIDATE: u64 = u64::MAX;
+
+impl CandidateLoads {
+    pub(crate) fn new(ring: &Ring, candidates: &[Candidate]) -> Self {
+        let mut by_member = vec![NOT_CANDIDATE; ring.members().len()];
+        for candidate in candidates {
+            if let Some(slot) = ring
+                .member_index(candidate.id)
+                .and_then(|index| by_member.get_mut(index as usize))
+            {
+                *slot = candidate.in_flight.min(NOT_CANDIDATE - 1);
+            }
+        }
+        Self { by_member }
+    }
+
+    /// None when the member is not a candidate.
+    pub(crate) fn in_flight(&self, member: u32) -> Option<u64> {
+        self.by_member
+            .get(member as usize)
+            .copied()
+            .filter(|&load| load != NOT_CANDIDATE)
+    }
 }
 
 /// The candidates sorted by id so cache holders can be looked up by binary search.
@@ -104,6 +162,22 @@ mod tests {
         assert!(!is_imbalanced(&loads(&[0, 30]), 32, 1.5));
         assert!(!is_imbalanced(&loads(&[7]), 0, 1.0));
         assert!(!is_imbalanced(&[], 0, 1.0));
+    }
+
+    #[test]
+    fn load_bound_uses_the_mean_including_the_new_request() {
+        // Idle fleet: cap = ceil(1.25 × 1 / 4) = 1, so every idle worker accepts.
+        let bound = LoadBound::new(&loads(&[0, 0, 0, 0]), 1.25);
+        assert!(bound.accepts(0) && !bound.accepts(1));
+        // total 40 over 4: cap = ceil(1.25 × 41 / 4) = ceil(12.8) = 13.
+        let bound = LoadBound::new(&loads(&[10, 10, 7, 13]), 1.25);
+        assert!(bound.accepts(12));
+        assert!(!bound.accepts(13));
+        // A factor of 1 still leaves room on the least-loaded worker.
+        let skewed = loads(&[9, 0]);
+        let bound = LoadBound::new(&skewed, 1.0);
+        assert!(skewed.iter().any(|c| bound.accepts(c.in_flight)));
+        assert!(!bound.accepts(9));
     }
 
     #[test]

@@ -1,14 +1,29 @@
 //! The contract between the gateway and every routing policy.
 
+use crate::affinity::{AffinityApplied, AffinityEvent};
+use crate::routing_key::{RoutingKeyInputs, RoutingKeySource};
 use switchyard_core::WorkerId;
 
 /// What a policy may look at when it routes one request.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct RouteRequest<'a> {
     /// The request's prompt text; chat messages are already flattened by the gateway.
     pub prompt: &'a str,
-    /// E.g. a session id. Unused by the policies here; kept for key-based policies.
-    pub routing_key: Option<&'a str>,
+    /// The session header's value (header name: `RoutingKeyConfig::session_header`).
+    pub session_id: Option<&'a str>,
+    /// The request's `user` field.
+    pub user: Option<&'a str>,
+}
+
+impl<'a> RouteRequest<'a> {
+    /// The inputs of [`crate::routing_key`], the function warmup shares with routing.
+    pub fn key_inputs(&self) -> RoutingKeyInputs<'a> {
+        RoutingKeyInputs {
+            session_id: self.session_id,
+            user: self.user,
+            prompt: self.prompt,
+        }
+    }
 }
 
 /// A routable worker (already past the gateway's prefilters), built per request.
@@ -37,6 +52,38 @@ pub struct Decision {
     pub branch: &'static str,
     /// Cache-aware only: the best prefix holder over all workers the tree knows.
     pub prefix_match: Option<PrefixMatch>,
+    /// Consistent hash only: where the routing key came from (None: no key, or not keyed).
+    pub key_source: Option<RoutingKeySource>,
+}
+
+/// Counters and gauges a policy keeps; the gateway exports them (see the crate docs for
+/// metric names). Counters only grow; fields a policy has no use for stay zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RoutingStats {
+    /// Gauge: workers on the hash ring.
+    pub ring_workers: u64,
+    /// Gauge: virtual nodes on the hash ring.
+    pub ring_vnodes: u64,
+    /// Ring rebuilds caused by membership changes.
+    pub membership_changes: u64,
+    /// Gauge: share (0..=1) of the key space whose owner changed in the last rebuild.
+    pub keys_moved_on_last_membership_change: f64,
+    /// Gauge: hot keys currently being spread.
+    pub hot_keys_spread: u64,
+    /// Decisions that placed a hot key by its time-slice secondary hash.
+    pub hot_spread_decisions: u64,
+    /// Affinity migrations away from a filtered holder.
+    pub migrations: u64,
+    /// Hash placements moved past their owner by the load bound.
+    pub load_moves: u64,
+    /// Affinity events from other replicas (or echoed back) that changed local state.
+    pub affinity_events_applied: u64,
+    /// Affinity events naming a worker this replica does not know.
+    pub affinity_events_ignored: u64,
+    /// Gauge: placement overrides held (cache_aware).
+    pub placement_overrides: u64,
+    /// Gauge: prompt bytes held by the prefix tree (cache_aware).
+    pub tree_bytes: u64,
 }
 
 /// A routing policy shared by every request handler of a gateway.
@@ -46,8 +93,21 @@ pub trait RoutingPolicy: Send + Sync + 'static {
     /// `candidates` is non-empty when called by the gateway; returns None only if it is empty.
     fn select(&self, request: &RouteRequest<'_>, candidates: &[Candidate]) -> Option<Decision>;
 
+    /// A worker joined the registry (call from the registry observer, before it is offered
+    /// as a candidate). Hash-based policies place it on the ring by `name`.
+    fn worker_added(&self, _id: WorkerId, _name: &str) {}
+
     /// The worker left the registry: forget everything about it.
     fn worker_removed(&self, _id: WorkerId) {}
+
+    /// An affinity event from another replica (or this one's own, echoed back); idempotent.
+    fn apply_affinity(&self, _event: &AffinityEvent) -> AffinityApplied {
+        AffinityApplied::NotSupported
+    }
+
+    fn stats(&self) -> RoutingStats {
+        RoutingStats::default()
+    }
 
     /// Every branch label `select` can return, so the gateway can pre-register metric series.
     fn branches(&self) -> &'static [&'static str];

@@ -33,6 +33,7 @@ impl RoutingPolicy for RoundRobinPolicy {
             worker: chosen.id,
             branch: Self::BRANCH,
             prefix_match: None,
+            key_source: None,
         })
     }
 
@@ -60,7 +61,7 @@ mod tests {
         let policy = RoundRobinPolicy::new();
         let request = RouteRequest {
             prompt: "hello",
-            routing_key: None,
+            ..Default::default()
         };
         let workers = candidates(&[7, 3, 9]);
         let picked: Vec<u32> = (0..6)
@@ -78,7 +79,7 @@ mod tests {
         let policy = RoundRobinPolicy::new();
         let request = RouteRequest {
             prompt: "hello",
-            routing_key: None,
+            ..Default::default()
         };
         assert!(policy.select(&request, &[]).is_none());
     }

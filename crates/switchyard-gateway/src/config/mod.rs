@@ -6,7 +6,7 @@ mod validate;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
-use switchyard_router::CacheAwareConfig;
+pub use switchyard_router::RoutingConfig;
 use switchyard_workers::{HttpClientConfig, WorkerSpec};
 
 pub use crate::proxy::retry_budget::RetryConfig;
@@ -88,23 +88,6 @@ impl UpstreamConfig {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct RoutingConfig {
-    /// One of `switchyard_router::POLICY_NAMES`.
-    pub policy: String,
-    pub cache_aware: CacheAwareConfig,
-}
-
-impl Default for RoutingConfig {
-    fn default() -> Self {
-        Self {
-            policy: "cache_aware".into(),
-            cache_aware: CacheAwareConfig::default(),
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 use std::collections::HashSet;
-use switchyard_router::POLICY_NAMES;
+use switchyard_router::RouterError;
 
 use super::Config;
 
@@ -59,21 +59,12 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
     if config.server.host.trim().is_empty() {
         return Err(ConfigError::invalid("server.host", "must not be empty"));
     }
-    if !POLICY_NAMES.contains(&config.routing.policy.as_str()) {
-        return Err(ConfigError::invalid(
-            "routing.policy",
-            format!(
-                "unknown policy `{}` (valid: {})",
-                config.routing.policy,
-                POLICY_NAMES.join(", ")
-            ),
-        ));
-    }
-    config
-        .routing
-        .cache_aware
-        .validate()
-        .map_err(|e| ConfigError::invalid("routing.cache_aware", e.to_string()))?;
+    config.routing.validate().map_err(|e| match &e {
+        RouterError::UnknownPolicy { .. } => ConfigError::invalid("routing.policy", e.to_string()),
+        RouterError::InvalidConfig { field, .. } => {
+            ConfigError::invalid(format!("routing.{field}"), e.to_string())
+        }
+    })?;
     config
         .retry
         .validate()
@@ -134,6 +125,10 @@ mod tests {
         assert_eq!(
             error_path("[routing]\npolicy = \"random\"\n"),
             "routing.policy"
+        );
+        assert_eq!(
+            error_path("[routing.consistent_hash]\nvnodes_per_worker = 0\n"),
+            "routing.consistent_hash.vnodes_per_worker"
         );
         assert_eq!(
             error_path("[upstream]\nrequest_timeout_ms = 0\n"),

@@ -42,7 +42,9 @@ pub async fn models(State(state): State<SharedState>) -> Json<serde_json::Value>
 }
 
 pub async fn metrics(State(state): State<SharedState>) -> Response {
-    let text = state.metrics.render(state.registry.directory());
+    let text = state
+        .metrics
+        .render(state.registry.directory(), &state.policy.stats());
     (
         [(
             header::CONTENT_TYPE,

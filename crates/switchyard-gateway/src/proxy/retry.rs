@@ -29,10 +29,15 @@ pub async fn send_with_retries(
     let budget = &state.retry_budget;
     let metrics = &state.metrics;
     budget.record_first_attempt();
+    let config = state.config();
+    let session_id = ctx
+        .client_headers
+        .get(config.routing.routing_key.session_header.as_str())
+        .and_then(|v| v.to_str().ok());
     let mut tried: Vec<WorkerId> = Vec::new();
     let mut last_failure: Option<AttemptFailure> = None;
     loop {
-        let (worker, decision) = match select::select_worker(state, request, &tried) {
+        let (worker, decision) = match select::select_worker(state, request, session_id, &tried) {
             Ok(selected) => selected,
             // Nowhere else to go: the client learns why the last attempt failed.
             Err(error) => {

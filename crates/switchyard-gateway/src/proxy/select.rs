@@ -16,6 +16,7 @@ const NO_WORKER_RETRY_AFTER: u64 = 1;
 pub fn select_worker(
     state: &AppState,
     request: &ParsedRequest,
+    session_id: Option<&str>,
     exclude: &[WorkerId],
 ) -> Result<(Arc<WorkerHandle>, Decision), ApiError> {
     let workers = state.registry.directory().snapshot();
@@ -43,7 +44,8 @@ pub fn select_worker(
         .collect();
     let route_request = RouteRequest {
         prompt: &request.prompt,
-        routing_key: request.user.as_deref(),
+        session_id,
+        user: request.user.as_deref(),
     };
     if candidates.is_empty() {
         return Err(ApiError::unavailable(

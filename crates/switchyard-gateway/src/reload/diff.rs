@@ -86,14 +86,14 @@ mod tests {
         let old = Config::default();
         let mut new = Config::default();
         new.retry.max_retries = 0;
-        new.routing.cache_aware.match_threshold = 0.7;
+        new.upstream.request_timeout_ms = 7;
         let paths: Vec<String> = diff_configs(&old, &new)
             .into_iter()
             .map(|c| c.path)
             .collect();
         assert_eq!(
             paths,
-            vec!["retry.max_retries", "routing.cache_aware.match_threshold"]
+            vec!["retry.max_retries", "upstream.request_timeout_ms"]
         );
         assert!(diff_configs(&old, &old).is_empty());
     }

@@ -19,7 +19,8 @@ pub use watcher::{ConfigOverrides, spawn_file_watcher};
 use crate::config::{Config, ConfigError};
 
 /// Paths (prefixes) that cannot change without a restart.
-const RESTART_ONLY: &[&str] = &["server.", "routing.policy", "admin.", "workers"];
+/// (The routing policy and its structures are built once; changing them means a restart.)
+const RESTART_ONLY: &[&str] = &["server.", "routing.", "admin.", "workers"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {

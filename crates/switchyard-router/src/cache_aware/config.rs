@@ -1,6 +1,6 @@
 //! Tunables of the cache-aware policy.
 
-use crate::error::RouterError;
+use crate::error::{RouterError, invalid};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -18,6 +18,11 @@ pub struct CacheAwareConfig {
     /// Prompts shorter than this skip the tree entirely: routed least-loaded, never cached.
     /// Empty prompts always do.
     pub min_prompt_bytes: u64,
+    /// A prompt no worker has cached is placed by hashing this many leading bytes onto the
+    /// ring, so every gateway replica picks the same worker without talking.
+    pub placement_block_bytes: u64,
+    /// Bound on remembered load-driven placement moves (oldest forgotten first).
+    pub max_placement_overrides: u64,
 }
 
 impl Default for CacheAwareConfig {
@@ -28,6 +33,8 @@ impl Default for CacheAwareConfig {
             balance_rel_threshold: 1.5,
             max_tree_bytes: 64 * 1024 * 1024,
             min_prompt_bytes: 1,
+            placement_block_bytes: 256,
+            max_placement_overrides: 65_536,
         }
     }
 }
@@ -36,34 +43,40 @@ impl CacheAwareConfig {
     pub fn validate(&self) -> Result<(), RouterError> {
         if !(0.0..=1.0).contains(&self.match_threshold) {
             return Err(invalid(
-                "match_threshold",
+                "cache_aware.match_threshold",
                 "must be within 0.0..=1.0",
                 self.match_threshold,
             ));
         }
         if !(self.balance_rel_threshold.is_finite() && self.balance_rel_threshold >= 1.0) {
             return Err(invalid(
-                "balance_rel_threshold",
+                "cache_aware.balance_rel_threshold",
                 "must be a finite number >= 1.0",
                 self.balance_rel_threshold,
             ));
         }
         if self.max_tree_bytes == 0 {
             return Err(invalid(
-                "max_tree_bytes",
+                "cache_aware.max_tree_bytes",
                 "must be > 0",
                 self.max_tree_bytes,
             ));
         }
+        if self.placement_block_bytes == 0 {
+            return Err(invalid(
+                "cache_aware.placement_block_bytes",
+                "must be > 0",
+                self.placement_block_bytes,
+            ));
+        }
+        if self.max_placement_overrides == 0 {
+            return Err(invalid(
+                "cache_aware.max_placement_overrides",
+                "must be > 0",
+                self.max_placement_overrides,
+            ));
+        }
         Ok(())
-    }
-}
-
-fn invalid(field: &'static str, requirement: &'static str, value: impl ToString) -> RouterError {
-    RouterError::InvalidConfig {
-        field,
-        requirement,
-        value: value.to_string(),
     }
 }
 
@@ -91,35 +104,49 @@ mod tests {
                     match_threshold: 1.5,
                     ..Default::default()
                 },
-                "match_threshold",
+                "cache_aware.match_threshold",
             ),
             (
                 CacheAwareConfig {
                     match_threshold: f32::NAN,
                     ..Default::default()
                 },
-                "match_threshold",
+                "cache_aware.match_threshold",
             ),
             (
                 CacheAwareConfig {
                     balance_rel_threshold: 0.9,
                     ..Default::default()
                 },
-                "balance_rel_threshold",
+                "cache_aware.balance_rel_threshold",
             ),
             (
                 CacheAwareConfig {
                     balance_rel_threshold: f64::INFINITY,
                     ..Default::default()
                 },
-                "balance_rel_threshold",
+                "cache_aware.balance_rel_threshold",
             ),
             (
                 CacheAwareConfig {
                     max_tree_bytes: 0,
                     ..Default::default()
                 },
-                "max_tree_bytes",
+                "cache_aware.max_tree_bytes",
+            ),
+            (
+                CacheAwareConfig {
+                    placement_block_bytes: 0,
+                    ..Default::default()
+                },
+                "cache_aware.placement_block_bytes",
+            ),
+            (
+                CacheAwareConfig {
+                    max_placement_overrides: 0,
+                    ..Default::default()
+                },
+                "cache_aware.max_placement_overrides",
             ),
         ];
         for (config, field) in cases {

@@ -1,44 +1,119 @@
 //! Cache-aware routing: send a request to the worker that already caches the longest part of
-//! its prompt, unless the match is too short or the fleet is too unbalanced to afford it.
+//! its prompt; place prompts nobody caches by hashing their leading block onto the ring (so
+//! every gateway replica agrees without talking); when the holder of a prefix is filtered,
+//! migrate the affinity to the fallback worker at once and say so to the other replicas.
 
+mod affinity;
 mod config;
+mod placement;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_affinity;
 mod tree;
 
 pub use config::CacheAwareConfig;
 
+use crate::affinity::{AffinityApplied, AffinityEvent, AffinitySink};
+use crate::clock::RouterClock;
+use crate::config::ConsistentHashConfig;
 use crate::error::RouterError;
-use crate::load::{CandidateView, LeastLoaded, is_imbalanced};
-use crate::policy::{Candidate, Decision, PrefixMatch, RouteRequest, RoutingPolicy};
+use crate::hash::stable_hash;
+use crate::load::{CandidateLoads, CandidateView, LeastLoaded, LoadBound, is_imbalanced};
+use crate::membership::Membership;
+use crate::policy::{Candidate, Decision, PrefixMatch, RouteRequest, RoutingPolicy, RoutingStats};
+use crate::routing_key::leading_chars;
+use affinity::{AffinityCounters, Deviation};
 use parking_lot::Mutex;
+use placement::{PlacementKind, PlacementOverrides};
 use std::cmp::Reverse;
 use std::fmt;
+use std::sync::Arc;
 use switchyard_core::WorkerId;
 use tree::{Holder, PrefixTree};
 
+/// A candidate holds the longest cached prefix, and it covers enough of the prompt.
 const PREFIX_HIT: &str = "prefix_hit";
-const LEAST_LOADED: &str = "least_loaded";
+/// The longest prefix's holders were all filtered: affinity moved to another worker.
+const MIGRATED: &str = "migrated";
+/// Nothing (enough) cached: the leading block's ring owner.
+const HASH_PLACEMENT: &str = "hash_placement";
+/// Like `hash_placement`, but the owner was filtered and the next worker clockwise took it.
+const HASH_FALLBACK: &str = "hash_fallback";
+/// Placement followed a load move some replica made earlier for the same leading block.
+const PLACEMENT_OVERRIDE: &str = "placement_override";
+/// Placement skipped the owner for the load bound (broadcast as a `LoadMove`).
+const LOAD_MOVE: &str = "load_move";
+/// The fleet's in-flight spread is too large: least loaded, cache ignored.
 const IMBALANCED: &str = "imbalanced";
-const BRANCHES: &[&str] = &[PREFIX_HIT, LEAST_LOADED, IMBALANCED];
+/// Short prompt, or no candidate on the ring: least loaded.
+const LEAST_LOADED: &str = "least_loaded";
+const BRANCHES: &[&str] = &[
+    PREFIX_HIT,
+    MIGRATED,
+    HASH_PLACEMENT,
+    HASH_FALLBACK,
+    PLACEMENT_OVERRIDE,
+    LOAD_MOVE,
+    IMBALANCED,
+    LEAST_LOADED,
+];
+
+/// Everything the per-request lock covers: one acquisition per request for lookup, decision
+/// and insert, so affinity rewrites happen "at once" relative to other requests.
+struct AffinityState {
+    tree: PrefixTree,
+    overrides: PlacementOverrides,
+}
 
 pub struct CacheAwarePolicy {
     config: CacheAwareConfig,
-    /// One lock acquisition per request covers lookup and insert.
-    tree: Mutex<PrefixTree>,
+    load_factor: f64,
+    membership: Membership,
+    state: Mutex<AffinityState>,
     least_loaded: LeastLoaded,
+    clock: RouterClock,
+    sink: Arc<dyn AffinitySink>,
+    counters: AffinityCounters,
+}
+
+enum Choice {
+    Hit(WorkerId),
+    Imbalanced(WorkerId),
+    Migrate {
+        worker: WorkerId,
+        matched: usize,
+        displaced: Vec<WorkerId>,
+    },
+    Placed(WorkerId, PlacementKind),
+    LeastLoaded(WorkerId),
 }
 
 impl CacheAwarePolicy {
     pub const NAME: &'static str = "cache_aware";
 
-    pub fn new(config: CacheAwareConfig) -> Result<Self, RouterError> {
+    pub fn new(
+        config: CacheAwareConfig,
+        ring: &ConsistentHashConfig,
+        clock: RouterClock,
+        sink: Arc<dyn AffinitySink>,
+    ) -> Result<Self, RouterError> {
         config.validate()?;
+        ring.validate()?;
         let max_tree_bytes = usize::try_from(config.max_tree_bytes).unwrap_or(usize::MAX);
+        let max_overrides = usize::try_from(config.max_placement_overrides).unwrap_or(usize::MAX);
         Ok(Self {
             config,
-            tree: Mutex::new(PrefixTree::new(max_tree_bytes)),
+            load_factor: ring.load_factor,
+            membership: Membership::new(ring.vnodes_per_worker),
+            state: Mutex::new(AffinityState {
+                tree: PrefixTree::new(max_tree_bytes),
+                overrides: PlacementOverrides::new(max_overrides),
+            }),
             least_loaded: LeastLoaded::default(),
+            clock,
+            sink,
+            counters: AffinityCounters::default(),
         })
     }
 
@@ -48,7 +123,7 @@ impl CacheAwarePolicy {
 
     /// Prompt text bytes currently cached in the tree (bounded by `max_tree_bytes`).
     pub fn tree_bytes(&self) -> usize {
-        self.tree.lock().text_bytes()
+        self.state.lock().tree.text_bytes()
     }
 
     fn least_loaded_decision(&self, candidates: &[Candidate]) -> Option<Decision> {
@@ -56,6 +131,7 @@ impl CacheAwarePolicy {
             worker: self.least_loaded.pick(candidates)?,
             branch: LEAST_LOADED,
             prefix_match: None,
+            key_source: None,
         })
     }
 }
@@ -84,20 +160,28 @@ impl RoutingPolicy for CacheAwarePolicy {
             return self.least_loaded_decision(candidates);
         }
         let ratio = |matched: usize| matched as f32 / prompt_len as f32;
-        // Built before locking so the critical section does not allocate for it.
+        let strong = |matched: usize| ratio(matched) > self.config.match_threshold;
+        // Everything that allocates is built before locking.
+        let ring = self.membership.ring();
         let view = CandidateView::new(candidates);
+        let loads = CandidateLoads::new(&ring, candidates);
+        let bound = LoadBound::new(candidates, self.load_factor);
         let imbalanced = is_imbalanced(
             candidates,
             self.config.balance_abs_threshold,
             self.config.balance_rel_threshold,
         );
+        let block = leading_chars(prompt, self.config.placement_block_bytes);
+        let block_hash = stable_hash(block.as_bytes());
 
-        let mut tree = self.tree.lock();
+        let mut state = self.state.lock();
+        let AffinityState { tree, overrides } = &mut *state;
         let lookup = tree.lookup(prompt);
         let candidate_hit = lookup
             .longest_held_by(|worker| view.contains(worker))
             .and_then(|(len, holders)| Some((len, least_busy_holder(holders, &view)?)));
-        let prefix_match = lookup.longest().and_then(|(len, holders)| {
+        let longest = lookup.longest();
+        let prefix_match = longest.and_then(|(len, holders)| {
             let (holder, holder_is_candidate) = match candidate_hit {
                 Some((candidate_len, holder)) if candidate_len == len => (holder, true),
                 _ => (most_recent_holder(holders)?, false),
@@ -108,25 +192,105 @@ impl RoutingPolicy for CacheAwarePolicy {
                 holder_is_candidate,
             })
         });
-        let (worker, branch) = match candidate_hit {
-            _ if imbalanced => (self.least_loaded.pick(candidates)?, IMBALANCED),
-            Some((len, holder)) if ratio(len) > self.config.match_threshold => (holder, PREFIX_HIT),
-            _ => (self.least_loaded.pick(candidates)?, LEAST_LOADED),
+        let placed = || placement::place(&ring, overrides, &loads, bound, block_hash);
+        let choice = match (candidate_hit, longest) {
+            _ if imbalanced => Choice::Imbalanced(self.least_loaded.pick(candidates)?),
+            (Some((len, holder)), Some((longest_len, _))) if len == longest_len && strong(len) => {
+                Choice::Hit(holder)
+            }
+            // A strong affinity whose holders are all filtered out: migrate it, to a candidate
+            // that holds a strong (shorter) part if there is one, else where placement says.
+            (hit, Some((len, holders))) if strong(len) => {
+                let worker = match hit {
+                    Some((hit_len, holder)) if strong(hit_len) => holder,
+                    _ => match placed() {
+                        Some((worker, _)) => worker,
+                        None => self.least_loaded.pick(candidates)?,
+                    },
+                };
+                let displaced = holders
+                    .iter()
+                    .map(|h| h.worker)
+                    .filter(|&w| !view.contains(w))
+                    .collect();
+                Choice::Migrate {
+                    worker,
+                    matched: len,
+                    displaced,
+                }
+            }
+            _ => match placed() {
+                Some((worker, kind)) => Choice::Placed(worker, kind),
+                None => Choice::LeastLoaded(self.least_loaded.pick(candidates)?),
+            },
+        };
+        let (worker, branch) = match &choice {
+            Choice::Hit(worker) => (*worker, PREFIX_HIT),
+            Choice::Imbalanced(worker) => (*worker, IMBALANCED),
+            Choice::Migrate { worker, .. } => (*worker, MIGRATED),
+            Choice::Placed(worker, PlacementKind::Override) => (*worker, PLACEMENT_OVERRIDE),
+            Choice::Placed(worker, PlacementKind::Hash) => (*worker, HASH_PLACEMENT),
+            Choice::Placed(worker, PlacementKind::HashFallback) => (*worker, HASH_FALLBACK),
+            Choice::Placed(worker, PlacementKind::LoadMove) => (*worker, LOAD_MOVE),
+            Choice::LeastLoaded(worker) => (*worker, LEAST_LOADED),
         };
         // Even off-affinity choices are recorded: the next, longer turn of this conversation
         // then follows the worker that actually has it cached now.
         lookup.insert(worker);
-        drop(tree);
+        let deviation = match choice {
+            Choice::Migrate {
+                matched, displaced, ..
+            } => {
+                tree.displace(&prompt[..matched], &displaced);
+                Some(Deviation::Migration { matched, displaced })
+            }
+            Choice::Placed(_, PlacementKind::LoadMove) => {
+                overrides.set(block_hash, worker);
+                Some(Deviation::LoadMove)
+            }
+            _ => None,
+        };
+        drop(state);
 
+        if let Some(deviation) = deviation {
+            // Outside the lock: the sink may apply the event straight back to this policy.
+            self.announce(&ring, deviation, prompt, block, worker);
+        }
         Some(Decision {
             worker,
             branch,
             prefix_match,
+            key_source: None,
         })
     }
 
+    fn worker_added(&self, id: WorkerId, name: &str) {
+        self.membership.add(id, name);
+    }
+
     fn worker_removed(&self, id: WorkerId) {
-        self.tree.lock().remove_worker(id);
+        self.membership.remove(id);
+        let mut state = self.state.lock();
+        state.tree.remove_worker(id);
+        state.overrides.forget_worker(id);
+    }
+
+    fn apply_affinity(&self, event: &AffinityEvent) -> AffinityApplied {
+        self.apply_event(event)
+    }
+
+    fn stats(&self) -> RoutingStats {
+        let ring = self.membership.ring();
+        let state = self.state.lock();
+        RoutingStats {
+            ring_workers: ring.members().len() as u64,
+            ring_vnodes: ring.vnode_count() as u64,
+            membership_changes: self.membership.changes(),
+            keys_moved_on_last_membership_change: self.membership.last_moved_share(),
+            placement_overrides: state.overrides.len() as u64,
+            tree_bytes: state.tree.text_bytes() as u64,
+            ..self.counters.snapshot()
+        }
     }
 
     fn branches(&self) -> &'static [&'static str] {

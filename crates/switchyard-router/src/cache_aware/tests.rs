@@ -17,7 +17,7 @@ fn idle(ids: &[u32]) -> Vec<Candidate> {
 fn route(policy: &CacheAwarePolicy, prompt: &str, candidates: &[Candidate]) -> Decision {
     let request = RouteRequest {
         prompt,
-        routing_key: None,
+        ..Default::default()
     };
     let decision = policy.select(&request, candidates).unwrap();
     assert!(policy.branches().contains(&decision.branch));
@@ -26,7 +26,19 @@ fn route(policy: &CacheAwarePolicy, prompt: &str, candidates: &[Candidate]) -> D
 }
 
 fn policy() -> CacheAwarePolicy {
-    CacheAwarePolicy::new(CacheAwareConfig::default()).unwrap()
+    policy_with(CacheAwareConfig::default())
+}
+
+/// A policy that was told about no workers: placement falls back to least loaded, which is
+/// what these tests pin down (tests_affinity covers the ring).
+fn policy_with(config: CacheAwareConfig) -> CacheAwarePolicy {
+    CacheAwarePolicy::new(
+        config,
+        &crate::ConsistentHashConfig::default(),
+        crate::RouterClock::system(),
+        std::sync::Arc::new(crate::DiscardAffinity),
+    )
+    .unwrap()
 }
 
 const SYSTEM_A: &str = "You are a helpful travel assistant. Answer concisely. ";
@@ -127,7 +139,7 @@ fn filtered_holder_is_reported_and_the_affinity_moves_to_the_new_worker() {
     let survivors: Vec<u32> = (0..3).filter(|&id| WorkerId(id) != holder).collect();
     let fallback = route(&policy, &prompt, &idle(&survivors));
     assert_ne!(fallback.worker, holder);
-    assert_eq!(fallback.branch, "least_loaded");
+    assert_eq!(fallback.branch, "migrated");
     let matched = fallback.prefix_match.unwrap();
     assert_eq!(matched.holder, holder);
     assert!(!matched.holder_is_candidate);
@@ -176,7 +188,7 @@ fn tree_stays_within_its_byte_bound_and_evicts_the_oldest_conversation() {
         max_tree_bytes: 100,
         ..Default::default()
     };
-    let policy = CacheAwarePolicy::new(config).unwrap();
+    let policy = policy_with(config);
     let [a, b, c] = ["a", "b", "c"].map(|letter| letter.repeat(40));
     route(&policy, &a, &idle(&[0]));
     route(&policy, &b, &idle(&[1]));
@@ -202,7 +214,7 @@ fn empty_and_short_prompts_go_least_loaded_without_touching_the_tree() {
         min_prompt_bytes: 8,
         ..Default::default()
     };
-    let policy = CacheAwarePolicy::new(config).unwrap();
+    let policy = policy_with(config);
     let fleet = workers(&[(0, 3), (1, 1)]);
     for prompt in ["", "short"] {
         let decision = route(&policy, prompt, &fleet);
@@ -214,7 +226,7 @@ fn empty_and_short_prompts_go_least_loaded_without_touching_the_tree() {
     assert_eq!(policy.tree_bytes(), 0);
     let request = RouteRequest {
         prompt: "anything",
-        routing_key: None,
+        ..Default::default()
     };
     assert_eq!(policy.select(&request, &[]), None);
 }
@@ -235,7 +247,7 @@ fn concurrent_selects_keep_the_tree_consistent() {
         max_tree_bytes: 4096,
         ..Default::default()
     };
-    let policy = CacheAwarePolicy::new(config).unwrap();
+    let policy = policy_with(config);
     let fleet = idle(&[0, 1, 2, 3]);
     std::thread::scope(|scope| {
         for thread in 0..4 {
@@ -248,6 +260,6 @@ fn concurrent_selects_keep_the_tree_consistent() {
             });
         }
     });
-    policy.tree.lock().check_invariants();
+    policy.state.lock().tree.check_invariants();
     assert!(policy.tree_bytes() <= 4096);
 }

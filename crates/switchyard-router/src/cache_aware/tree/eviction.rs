@@ -63,14 +63,14 @@ impl PrefixTree {
         }
     }
 
-    fn unlink(&mut self, node: NodeId) {
+    pub(super) fn unlink(&mut self, node: NodeId) {
         let parent = self.nodes[node].parent;
         self.nodes[parent]
             .children
             .retain(|&(_, child)| child != node);
     }
 
-    fn release(&mut self, node: NodeId) {
+    pub(super) fn release(&mut self, node: NodeId) {
         let freed = std::mem::take(&mut self.nodes[node]);
         self.text_bytes -= freed.edge.len();
         self.free.push(node);

@@ -10,6 +10,7 @@
 //! Together these make the smallest LRU key (oldest, then deepest) a leaf for its worker, so
 //! eviction pops keys in O(log n) each instead of searching the tree for leaves.
 
+mod affinity;
 mod eviction;
 #[cfg(test)]
 mod tests;

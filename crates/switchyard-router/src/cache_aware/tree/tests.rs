@@ -266,3 +266,33 @@ fn random_workload_under_a_tight_bound_keeps_every_invariant() {
     tree.check_invariants();
     assert!(tree.text_bytes() > 0);
 }
+
+#[test]
+fn displace_drops_workers_below_a_prefix_but_not_above_it() {
+    let mut tree = PrefixTree::new(1 << 20);
+    let (hi, bye) = ("system: be brief. user: hi", "system: be brief. user: bye");
+    tree.record(hi, 1);
+    tree.record(bye, 1);
+    tree.record(hi, 2);
+    // "…user: h" ends inside the "hi" edge: the edge is split there.
+    tree.displace("system: be brief. user: h", &[WorkerId(1)]);
+    tree.check_invariants();
+    assert_eq!(tree.longest_of(hi), Some((26, vec![2])));
+    // Worker 1 keeps the shared system prompt and its other conversation.
+    assert_eq!(tree.longest_of(bye), Some((27, vec![1])));
+    assert_eq!(
+        tree.longest_of("system: be brief. user: "),
+        Some((24, vec![1, 2]))
+    );
+    let bytes = tree.text_bytes();
+    // Idempotent, and a prefix the tree does not hold changes nothing.
+    tree.displace("system: be brief. user: h", &[WorkerId(1)]);
+    tree.displace("system: be brief. user: hello there", &[WorkerId(2)]);
+    tree.displace("unrelated", &[WorkerId(1)]);
+    assert_eq!(tree.text_bytes(), bytes);
+    // Displacing a conversation's only holder prunes it.
+    tree.displace(bye, &[WorkerId(1)]);
+    tree.check_invariants();
+    assert_eq!(tree.text_bytes(), bytes - "bye".len());
+    assert_eq!(tree.longest_of(bye), Some((24, vec![1, 2])));
+}

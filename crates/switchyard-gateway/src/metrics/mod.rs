@@ -6,7 +6,12 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
+use switchyard_router::RoutingStats;
 use switchyard_workers::WorkerDirectory;
+
+mod routing;
+
+use routing::RoutingMetrics;
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0,
@@ -26,6 +31,9 @@ pub struct Metrics {
     pub upstream_attempts: IntCounterVec,
     pub retries_denied: IntCounterVec,
     pub retry_amplification: prometheus::Gauge,
+    routing: RoutingMetrics,
+    /// Per-worker load spread: coefficient of variation of in-flight requests.
+    worker_load_cv: prometheus::Gauge,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +123,12 @@ impl Metrics {
         registry.register(Box::new(upstream_attempts.clone()))?;
         registry.register(Box::new(retries_denied.clone()))?;
         registry.register(Box::new(retry_amplification.clone()))?;
+        let worker_load_cv = prometheus::Gauge::new(
+            "switchyard_worker_load_cv",
+            "Coefficient of variation of in-flight requests across workers (0 = perfectly even).",
+        )?;
+        registry.register(Box::new(worker_load_cv.clone()))?;
+        let routing = RoutingMetrics::new(&registry)?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(ttft.clone()))?;
@@ -138,6 +152,8 @@ impl Metrics {
             upstream_attempts,
             retries_denied,
             retry_amplification,
+            routing,
+            worker_load_cv,
         })
     }
 
@@ -153,8 +169,11 @@ impl Metrics {
     }
 
     /// Renders the text exposition, refreshing the gauges that are read from live state.
-    pub fn render(&self, directory: &WorkerDirectory) -> String {
+    pub fn render(&self, directory: &WorkerDirectory, routing: &RoutingStats) -> String {
+        self.routing.update(routing);
         let workers = directory.snapshot();
+        let loads: Vec<f64> = workers.iter().map(|w| w.in_flight() as f64).collect();
+        self.worker_load_cv.set(coefficient_of_variation(&loads));
         self.workers_registered.set(workers.len() as i64);
         for worker in workers.iter() {
             self.worker_in_flight
@@ -172,5 +191,32 @@ impl Metrics {
             tracing::warn!(%error, "metrics encoding failed");
         }
         String::from_utf8_lossy(&buffer).into_owned()
+    }
+}
+
+/// Population standard deviation over mean; 0 for no load or a single worker.
+fn coefficient_of_variation(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return 0.0;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    variance.sqrt() / mean
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coefficient_of_variation;
+
+    #[test]
+    fn cv_is_zero_when_even_and_grows_with_spread() {
+        assert_eq!(coefficient_of_variation(&[3.0, 3.0, 3.0]), 0.0);
+        assert_eq!(coefficient_of_variation(&[0.0, 0.0]), 0.0);
+        let cv = coefficient_of_variation(&[1.0, 3.0]);
+        assert!((cv - 0.5).abs() < 1e-12, "{cv}");
     }
 }
