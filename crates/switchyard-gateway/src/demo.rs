@@ -81,6 +81,7 @@ impl DemoFleet {
                 name: w.name().to_string(),
                 url: w.base_url(),
                 models: None,
+                health_path: None,
             })
             .collect();
         let gateway = start(config, Some(DEMO_ADMIN_KEY.to_string())).await?;

@@ -117,6 +117,27 @@ impl ApiError {
         )
     }
 
+    /// A refusal from the admission layer (identity, budget, rate, concurrency, queue,
+    /// recovery), with its status and advice on when to come back.
+    pub fn refused(refusal: switchyard_admission::Refusal) -> Self {
+        let kind = match refusal.status.as_u16() {
+            400 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            429 => "rate_limit_error",
+            _ => "service_unavailable",
+        };
+        let retry_after = refusal.retry_after_header_secs();
+        let mut error = Self::new(
+            refusal.status,
+            kind,
+            refusal.code,
+            format!("{} (refused by the {} gate)", refusal.message, refusal.gate),
+        );
+        error.retry_after = retry_after;
+        error
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -38,6 +38,16 @@ pub struct ParsedRequest {
     /// Prompt text, chat messages flattened in order so each turn extends the previous prompt.
     pub prompt: String,
     pub user: Option<String>,
+    /// `max_completion_tokens`, else `max_tokens`, if the client set one.
+    pub max_tokens: Option<u64>,
+}
+
+impl ParsedRequest {
+    /// Tokens to reserve before the worker reports real usage: about four bytes of prompt
+    /// per token, plus the requested output (or `default_output` when none was asked for).
+    pub fn estimated_tokens(&self, default_output: u64) -> u64 {
+        (self.prompt.len() as u64).div_ceil(4) + self.max_tokens.unwrap_or(default_output)
+    }
 }
 
 #[derive(Deserialize)]
@@ -48,6 +58,10 @@ struct ChatBody {
     stream: Option<bool>,
     #[serde(default)]
     user: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +92,8 @@ struct CompletionBody {
     stream: Option<bool>,
     #[serde(default)]
     user: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +118,7 @@ pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
                 model: chat.model,
                 stream: chat.stream.unwrap_or(false),
                 user: chat.user,
+                max_tokens: chat.max_completion_tokens.or(chat.max_tokens),
             })
         }
         Route::Completions => {
@@ -115,6 +132,7 @@ pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
                 model: completion.model,
                 stream: completion.stream.unwrap_or(false),
                 user: completion.user,
+                max_tokens: completion.max_tokens,
             })
         }
     }
@@ -166,6 +184,11 @@ mod tests {
         assert!(!a.stream && b.stream);
         assert!(b.prompt.starts_with(&a.prompt));
         assert!(b.prompt.contains("hello"));
+        assert_eq!(a.max_tokens, None);
+        assert_eq!(
+            a.estimated_tokens(100),
+            (a.prompt.len() as u64).div_ceil(4) + 100
+        );
     }
 
     #[test]

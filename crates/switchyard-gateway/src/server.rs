@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_router::{PolicyContext, RoutingPolicy, build_policy};
-use switchyard_workers::{Registry, RegistryObserver, WorkerHandle, build_http_client};
+use switchyard_workers::{
+    Registry, RegistryObserver, RegistryOptions, Routability, WorkerHandle, build_http_client,
+};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -17,6 +19,7 @@ use crate::proxy::retry_budget::RetryBudget;
 use crate::reload::{AuditLog, ConfigOverrides, LiveConfig, Reconfigure, spawn_file_watcher};
 use crate::state::AppState;
 use std::path::PathBuf;
+use switchyard_admission::{Admission, InMemoryLedger};
 use switchyard_core::SystemClock;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +37,8 @@ pub enum StartError {
     Registry(#[from] switchyard_workers::RegistryError),
     #[error(transparent)]
     Metrics(#[from] crate::metrics::MetricsError),
+    #[error("admission: {0}")]
+    Admission(#[from] switchyard_admission::AdmissionError),
 }
 
 /// Keeps routing structures and metrics in step with registry membership.
@@ -62,6 +67,18 @@ impl Reconfigure for RetryFollower {
     }
 }
 
+/// Lets worker health checks, overload marking, prober and breakers follow config changes.
+struct HealthFollower(Registry);
+
+impl Reconfigure for HealthFollower {
+    fn reconfigure(&self, config: &Config) {
+        if let Err(error) = self.0.update_health_config(config.health.clone()) {
+            // Unreachable in practice: the whole config was validated before it applied.
+            warn!(%error, "health config change not applied");
+        }
+    }
+}
+
 /// How to start a gateway beyond its config.
 #[derive(Clone, Default)]
 pub struct StartOptions {
@@ -82,6 +99,7 @@ pub struct GatewayHandle {
     server: JoinHandle<()>,
     registry_task: JoinHandle<()>,
     watcher: Option<JoinHandle<()>>,
+    admission_ticker: JoinHandle<()>,
 }
 
 impl GatewayHandle {
@@ -103,6 +121,7 @@ impl GatewayHandle {
         if let Some(watcher) = self.watcher.take() {
             watcher.abort();
         }
+        self.admission_ticker.abort();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -143,7 +162,9 @@ pub async fn start_with(
         policy: Arc::clone(&policy),
         metrics: Arc::clone(&metrics),
     });
-    let (registry, registry_task) = Registry::start(client.clone(), observer).await?;
+    let registry_options = RegistryOptions::new(config.health.clone(), metrics.registry());
+    let (registry, registry_task) =
+        Registry::start(client.clone(), observer, registry_options).await?;
     for spec in &config.workers {
         registry.add(spec.clone()).await?;
     }
@@ -169,8 +190,21 @@ pub async fn start_with(
     ));
     let watch_interval = Duration::from_millis(config.server.config_watch_interval_ms);
     let audit = AuditLog::with_file(config.server.audit_log_path.clone().map(PathBuf::from));
-    let followers: Vec<Arc<dyn Reconfigure>> =
-        vec![Arc::new(RetryFollower(Arc::clone(&retry_budget)))];
+    let clock: Arc<dyn switchyard_core::Clock> = Arc::new(SystemClock);
+    let ledger = Arc::new(InMemoryLedger::from_config(
+        &config.admission,
+        clock.clone(),
+    ));
+    let admission = Admission::new(
+        config.admission.clone(),
+        ledger.clone(),
+        clock,
+        metrics.registry(),
+    )?;
+    let followers: Vec<Arc<dyn Reconfigure>> = vec![
+        Arc::new(RetryFollower(Arc::clone(&retry_budget))),
+        Arc::new(HealthFollower(registry.clone())),
+    ];
     let live = Arc::new(LiveConfig::new(config, followers, audit));
     let state = Arc::new(AppState {
         live: Arc::clone(&live),
@@ -179,8 +213,11 @@ pub async fn start_with(
         client,
         metrics,
         retry_budget,
+        admission,
+        ledger,
         admin_key,
     });
+    let admission_ticker = spawn_admission_ticker(Arc::clone(&state));
     let overrides = options
         .config_overrides
         .unwrap_or_else(|| Arc::new(|config: Config| Ok(config)));
@@ -209,5 +246,30 @@ pub async fn start_with(
         server,
         registry_task,
         watcher,
+        admission_ticker,
+    })
+}
+
+/// Feeds the overload detector: the share of workers that cannot take traffic, once a
+/// second, and moves the recovery ramp's timers even when no request arrives.
+fn spawn_admission_ticker(state: Arc<AppState>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let workers = state.registry.directory().snapshot();
+            let filtered = workers
+                .iter()
+                .filter(|w| w.routability() != Routability::Routable)
+                .count();
+            let share = if workers.is_empty() {
+                0.0
+            } else {
+                filtered as f64 / workers.len() as f64
+            };
+            state.admission.report_fleet(share);
+            state.admission.tick();
+        }
     })
 }

@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use switchyard_admission::{Admission, InMemoryLedger};
 use switchyard_router::RoutingPolicy;
 use switchyard_workers::{HttpClient, Registry};
 
@@ -16,6 +17,9 @@ pub struct AppState {
     pub client: HttpClient,
     pub metrics: Arc<Metrics>,
     pub retry_budget: Arc<RetryBudget>,
+    pub admission: Admission,
+    /// The quota ledger admission spends from (in memory until the replicated ledger).
+    pub ledger: Arc<InMemoryLedger>,
     /// `None` disables the admin API.
     pub admin_key: Option<String>,
 }

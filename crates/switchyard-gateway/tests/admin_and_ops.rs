@@ -114,12 +114,13 @@ async fn admin_add_and_remove_workers_with_and_without_the_key() {
     assert_eq!(reply.status, 401);
     let reply = send(
         Method::DELETE,
-        &format!("{base}/admin/workers/late"),
+        &format!("{base}/admin/workers/late?wait=true"),
         &[("authorization", &auth)],
         "",
     )
     .await;
-    assert_eq!(reply.status, 200);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["drain"]["outcome"], "idle");
     let reply = send(
         Method::DELETE,
         &format!("{base}/admin/workers/late"),

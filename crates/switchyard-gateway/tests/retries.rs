@@ -58,10 +58,14 @@ async fn a_failing_worker_is_retried_on_a_different_one() {
 #[tokio::test]
 async fn amplification_stays_under_two_when_a_worker_fails_everything() {
     let sims = start_sims(4).await;
+    let mut config = config_for(&sims, "round_robin");
+    // Isolate the retry budget: health checks and the breaker would otherwise take the
+    // failing worker out of routing within a few requests (see drain_and_health.rs).
+    config.health.health.interval_ms = 600_000;
+    config.health.health.suspect_interval_ms = 600_000;
+    config.health.breaker.minimum_calls = 100;
     sims[0].set_fault(Fault::Error);
-    let gateway = switchyard_gateway::start(config_for(&sims, "round_robin"), None)
-        .await
-        .unwrap();
+    let gateway = switchyard_gateway::start(config, None).await.unwrap();
     let url = format!("{}/v1/chat/completions", gateway.base_url());
     let requests = 200u64;
     let mut ok = 0;
@@ -121,6 +125,7 @@ async fn refused_connections_are_retried_without_spending_the_budget() {
         name: "dead".into(),
         url: format!("http://127.0.0.1:{closed_port}"),
         models: Some(vec!["sim-llama".into()]),
+        health_path: None,
     });
     let gateway = switchyard_gateway::start(config, None).await.unwrap();
     let url = format!("{}/v1/chat/completions", gateway.base_url());
@@ -141,7 +146,16 @@ async fn breaking_stream_worker() -> (String, std::sync::Arc<std::sync::atomic::
             let counter = counter.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 65536];
-                let _ = socket.read(&mut buf).await;
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                // Health checks also arrive here; count only inference requests.
+                if !buf[..n].starts_with(b"POST") {
+                    let _ = socket
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                    return;
+                }
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
                 let event = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
@@ -166,11 +180,13 @@ async fn a_stream_that_breaks_after_the_first_byte_is_not_retried_and_ends_with_
             name: "flaky".into(),
             url,
             models: Some(vec!["sim-llama".into()]),
+            health_path: None,
         },
         WorkerSpec {
             name: "good".into(),
             url: sims[0].base_url(),
             models: Some(vec!["sim-llama".into()]),
+            health_path: None,
         },
     ];
     let gateway = switchyard_gateway::start(config, None).await.unwrap();

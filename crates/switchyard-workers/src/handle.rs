@@ -3,34 +3,84 @@ use http::Uri;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use switchyard_core::WorkerId;
+use switchyard_core::{Clock, WorkerId};
+use tokio::sync::Notify;
 
+use crate::breaker::BreakerParams;
+use crate::breaker_gate::BreakerGate;
+use crate::config::ConfigCell;
+use crate::latency::{LatencyFigures, ObservedLatency};
+use crate::metrics::{WorkerMetrics, WorkerSeries};
 use crate::spec::WorkerSpec;
+use crate::status::WorkerFlags;
 
-/// The request path's view of one worker: identity, address, discovered models and live load.
+/// The request path's view of one worker: identity, address, discovered models, live load,
+/// and its published condition (health, overload mark, draining, circuit breaker).
 /// Shared by `Arc`; an in-flight request keeps its handle alive even after the worker is removed.
+/// Health-related methods live in `handle_health.rs`.
 #[derive(Debug)]
 pub struct WorkerHandle {
     id: WorkerId,
     name: Arc<str>,
     base_url: String,
     authority: Authority,
+    health_path: Option<String>,
     models: ArcSwapOption<Vec<String>>,
     in_flight: AtomicU64,
+    pub(crate) flags: WorkerFlags,
+    pub(crate) config: Arc<ConfigCell>,
+    pub(crate) breaker: BreakerGate,
+    pub(crate) observed: ObservedLatency,
+    pub(crate) latency: ArcSwapOption<LatencyFigures>,
+    pub(crate) series: WorkerSeries,
+    /// Woken when the last in-flight request of a draining worker ends.
+    idle: Notify,
+}
+
+/// What every handle of one registry shares.
+#[derive(Clone)]
+pub(crate) struct HandleContext {
+    pub config: Arc<ConfigCell>,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<WorkerMetrics>,
 }
 
 impl WorkerHandle {
-    pub(crate) fn new(id: WorkerId, spec: &WorkerSpec) -> Option<Self> {
+    pub(crate) fn new(id: WorkerId, spec: &WorkerSpec, ctx: &HandleContext) -> Option<Self> {
         let uri: Uri = spec.base_url().parse().ok()?;
         let authority = uri.authority()?.clone();
+        let breaker = BreakerParams::from_config(&ctx.config.load().breaker);
         Some(Self {
             id,
             name: Arc::from(spec.name.as_str()),
             base_url: spec.base_url().to_string(),
             authority,
+            health_path: spec.health_path.clone(),
             models: ArcSwapOption::new(spec.models.clone().map(Arc::new)),
             in_flight: AtomicU64::new(0),
+            flags: WorkerFlags::default(),
+            config: Arc::clone(&ctx.config),
+            breaker: BreakerGate::new(breaker, Arc::clone(&ctx.clock)),
+            observed: ObservedLatency::default(),
+            latency: ArcSwapOption::empty(),
+            series: WorkerSeries::new(Arc::clone(&ctx.metrics), &spec.name),
+            idle: Notify::new(),
         })
+    }
+
+    /// The spec this worker was registered with (models as discovered so far).
+    pub fn spec(&self) -> WorkerSpec {
+        WorkerSpec {
+            name: self.name.to_string(),
+            url: self.base_url.clone(),
+            models: self.models().map(|m| m.as_ref().clone()),
+            health_path: self.health_path.clone(),
+        }
+    }
+
+    /// The worker's own health path, when its spec overrides `health.path`.
+    pub fn health_path(&self) -> Option<&str> {
+        self.health_path.as_deref()
     }
 
     pub fn id(&self) -> WorkerId {
@@ -73,15 +123,32 @@ impl WorkerHandle {
     }
 
     pub fn in_flight(&self) -> u64 {
-        self.in_flight.load(Ordering::Relaxed)
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// Counts a request as in flight until the guard drops (response finished, failed or
     /// abandoned by the client).
     pub fn start_request(self: &Arc<Self>) -> InFlightGuard {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlightGuard {
             worker: Arc::clone(self),
+        }
+    }
+
+    /// Waits until no request is in flight; `false` if `timeout` passed first.
+    pub(crate) async fn wait_idle(&self, timeout: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a guard dropping in between still wakes us.
+            notified.as_mut().enable();
+            if self.in_flight() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.in_flight() == 0;
+            }
         }
     }
 }
@@ -100,21 +167,37 @@ impl InFlightGuard {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.worker.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let worker = &self.worker;
+        // SeqCst pairs with `start_drain` + `wait_idle`: either this drop sees `draining`, or
+        // the waiter sees the decremented count.
+        let before = worker.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if before == 1 && worker.flags.draining.load(Ordering::SeqCst) {
+            worker.idle.notify_waiters();
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    pub(crate) fn test_context() -> HandleContext {
+        let registry = prometheus::Registry::new();
+        HandleContext {
+            config: Arc::new(ConfigCell::new(crate::HealthConfig::default())),
+            clock: Arc::new(switchyard_core::SystemClock),
+            metrics: Arc::new(WorkerMetrics::register(&registry).unwrap()),
+        }
+    }
 
     fn handle(models: Option<Vec<String>>) -> Arc<WorkerHandle> {
         let spec = WorkerSpec {
             name: "a".into(),
             url: "http://127.0.0.1:9000/".into(),
             models,
+            health_path: None,
         };
-        Arc::new(WorkerHandle::new(WorkerId(1), &spec).unwrap())
+        Arc::new(WorkerHandle::new(WorkerId(1), &spec, &test_context()).unwrap())
     }
 
     #[test]
@@ -136,6 +219,26 @@ mod tests {
         w.set_models(vec!["m".into()]);
         assert!(w.serves("m"));
         assert!(!w.serves("x"));
+    }
+
+    #[tokio::test]
+    async fn wait_idle_returns_when_the_last_guard_drops_or_times_out() {
+        let w = handle(None);
+        let guard = w.start_request();
+        w.flags.draining.store(true, Ordering::SeqCst);
+        let short = std::time::Duration::from_millis(20);
+        assert!(!w.wait_idle(short).await, "still in flight");
+        let waiter = {
+            let w = Arc::clone(&w);
+            tokio::spawn(async move { w.wait_idle(std::time::Duration::from_secs(10)).await })
+        };
+        tokio::task::yield_now().await;
+        drop(guard);
+        let idle = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(idle);
     }
 
     #[test]

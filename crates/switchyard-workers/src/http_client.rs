@@ -82,3 +82,59 @@ pub async fn get_json(
         .await
         .map_err(|_| GetJsonError::Timeout(timeout))?
 }
+
+/// Why a call made by the worker's own actors (health, metrics, probe) failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FetchError {
+    #[error("connect failed: {0}")]
+    Connect(String),
+    #[error("request failed: {0}")]
+    Transport(String),
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("body larger than {0} bytes")]
+    TooLarge(usize),
+}
+
+/// Sends `request` and reads the whole body (at most `max_body` bytes), bounded by
+/// `timeout` end to end. Any status is returned; the caller decides what it means.
+pub(crate) async fn fetch(
+    client: &HttpClient,
+    request: Request<Full<Bytes>>,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<(http::StatusCode, Bytes), FetchError> {
+    let exchange = async {
+        let response = client.request(request).await.map_err(|e| {
+            if e.is_connect() {
+                FetchError::Connect(e.to_string())
+            } else {
+                FetchError::Transport(e.to_string())
+            }
+        })?;
+        let status = response.status();
+        let body = http_body_util::Limited::new(response.into_body(), max_body)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    FetchError::TooLarge(max_body)
+                } else {
+                    FetchError::Transport(e.to_string())
+                }
+            })?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| FetchError::Timeout(timeout))?
+}
+
+pub(crate) fn get_request(uri: Uri) -> Result<Request<Full<Bytes>>, FetchError> {
+    Request::builder()
+        .method(Method::GET)
+        .uri(uri)
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| FetchError::Transport(e.to_string()))
+}

@@ -1,19 +1,48 @@
-//! The worker registry.
+//! The worker registry and the per-worker actor tree.
 //!
-//! Each inference worker is owned by its own supervised ractor actor (`WorkerActor`), a child of
-//! the `RegistryActor`. The actors own everything with a lifecycle (model discovery now; health,
-//! collector, judge and prober later). The request path never talks to an actor: it reads the
-//! published [`WorkerDirectory`] snapshot and the atomics on each [`WorkerHandle`].
+//! Each inference worker is owned by its own supervisor actor, a child of the registry actor,
+//! with children of its own: a health checker, a latency collector, a prober (only while the
+//! worker is marked overloaded) and model discovery. The supervisor owns the decisions (health
+//! streaks, the hysteresis judge); the circuit breaker lives on the handle because the
+//! request path feeds it. The request path never talks to an actor: it reads the published
+//! [`WorkerDirectory`] snapshot and the atomics on each [`WorkerHandle`]
+//! ([`WorkerHandle::routability`]), and reports back through
+//! [`WorkerHandle::record_outcome`] and [`WorkerHandle::observe_latency`].
+//!
+//! Everything tunable is one hot-reloadable [`HealthConfig`]
+//! ([`Registry::update_health_config`]).
 
+mod breaker;
+mod breaker_gate;
+mod config;
 mod directory;
 mod handle;
+mod handle_health;
+mod health_tracker;
 mod http_client;
+mod judge;
+mod latency;
+mod metrics;
 mod registry;
 mod spec;
-mod worker_actor;
+mod status;
+mod worker;
 
+pub use breaker::BreakerState;
+pub use breaker_gate::CallOutcome;
+pub use config::{
+    BreakerConfig, DrainConfig, HealthCheckConfig, HealthConfig, HealthConfigError,
+    LatencyAwareConfig, ProberConfig,
+};
 pub use directory::WorkerDirectory;
 pub use handle::{InFlightGuard, WorkerHandle};
 pub use http_client::{HttpClient, HttpClientConfig, build_http_client, get_json};
-pub use registry::{Registry, RegistryError, RegistryObserver};
+pub use latency::{LatencyFigures, LatencySource};
+pub use registry::{
+    Drain, DrainOutcome, Registry, RegistryError, RegistryObserver, RegistryOptions,
+};
 pub use spec::{SpecError, WorkerSpec};
+pub use status::{Routability, StatusCounters, WorkerState, WorkerStatus};
+
+/// Header carried by the prober's requests (`x-switchyard-purpose: probe`).
+pub const PURPOSE_HEADER: &str = worker::PURPOSE_HEADER;

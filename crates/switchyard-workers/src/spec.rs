@@ -1,8 +1,9 @@
 use http::Uri;
 use serde::{Deserialize, Serialize};
 
-/// What an operator says about a worker: its name, where it listens, and optionally which
-/// models it serves (when absent the worker actor discovers them from `GET /v1/models`).
+/// What an operator says about a worker: its name, where it listens, optionally which models
+/// it serves (when absent the worker actor discovers them from `GET /v1/models`) and which
+/// path answers health checks (when absent, `health.path` of the health config, `/health`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerSpec {
@@ -10,6 +11,8 @@ pub struct WorkerSpec {
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_path: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -20,6 +23,8 @@ pub enum SpecError {
     NotHttp(String),
     #[error("worker name must be 1-64 characters of [A-Za-z0-9._:-], got `{0}`")]
     BadName(String),
+    #[error("worker health_path must be a path starting with `/`, got `{0}`")]
+    BadHealthPath(String),
 }
 
 impl WorkerSpec {
@@ -34,6 +39,7 @@ impl WorkerSpec {
             name: name.unwrap_or(authority),
             url,
             models: None,
+            health_path: None,
         };
         spec.validate()?;
         Ok(spec)
@@ -49,6 +55,11 @@ impl WorkerSpec {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
         if !name_ok {
             return Err(SpecError::BadName(self.name.clone()));
+        }
+        if let Some(path) = &self.health_path
+            && (!path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err())
+        {
+            return Err(SpecError::BadHealthPath(path.clone()));
         }
         Ok(())
     }
@@ -105,5 +116,20 @@ mod tests {
             WorkerSpec::parse_flag("bad name=http://x:1"),
             Err(SpecError::BadName(_))
         ));
+        let mut spec = WorkerSpec::parse_flag("http://x:1").unwrap();
+        spec.health_path = Some("v1/models".into());
+        assert!(matches!(spec.validate(), Err(SpecError::BadHealthPath(_))));
+        spec.health_path = Some("/v1/models".into());
+        assert!(spec.validate().is_ok());
+    }
+
+    #[test]
+    fn health_path_is_optional_in_serde() {
+        let spec: WorkerSpec =
+            serde_json::from_str(r#"{"name":"a","url":"http://x:1","health_path":"/v1/models"}"#)
+                .unwrap();
+        assert_eq!(spec.health_path.as_deref(), Some("/v1/models"));
+        let json = serde_json::to_string(&WorkerSpec::parse_flag("http://x:1").unwrap()).unwrap();
+        assert!(!json.contains("health_path"));
     }
 }

@@ -5,8 +5,8 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_workers::{
-    HttpClientConfig, Registry, RegistryError, RegistryObserver, WorkerHandle, WorkerSpec,
-    build_http_client,
+    HealthConfig, HttpClientConfig, Registry, RegistryError, RegistryObserver, RegistryOptions,
+    WorkerHandle, WorkerSpec, build_http_client,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -55,14 +55,21 @@ fn spec(name: &str, url: &str) -> WorkerSpec {
         name: name.into(),
         url: url.into(),
         models: None,
+        health_path: None,
     }
+}
+
+fn options() -> RegistryOptions {
+    RegistryOptions::new(HealthConfig::default(), &prometheus::Registry::new())
 }
 
 #[tokio::test]
 async fn add_remove_publish_and_notify() {
     let recorder = Arc::new(Recorder::default());
     let client = build_http_client(&HttpClientConfig::default());
-    let (registry, join) = Registry::start(client, recorder.clone()).await.unwrap();
+    let (registry, join) = Registry::start(client, recorder.clone(), options())
+        .await
+        .unwrap();
 
     let a = registry.add(spec("a", "http://127.0.0.1:1")).await.unwrap();
     let b = registry.add(spec("b", "http://127.0.0.1:2")).await.unwrap();
@@ -94,7 +101,7 @@ async fn add_remove_publish_and_notify() {
 async fn worker_actor_discovers_models() {
     let (url, server) = models_server("llama-test").await;
     let client = build_http_client(&HttpClientConfig::default());
-    let (registry, _join) = Registry::start(client, Arc::new(Recorder::default()))
+    let (registry, _join) = Registry::start(client, Arc::new(Recorder::default()), options())
         .await
         .unwrap();
     let worker = registry.add(spec("w", &url)).await.unwrap();

@@ -6,8 +6,11 @@ mod validate;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
+pub use switchyard_admission::AdmissionConfig;
 pub use switchyard_router::RoutingConfig;
 use switchyard_workers::{HttpClientConfig, WorkerSpec};
+
+pub use switchyard_workers::HealthConfig;
 
 pub use crate::proxy::retry_budget::RetryConfig;
 
@@ -20,6 +23,10 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub routing: RoutingConfig,
     pub retry: RetryConfig,
+    /// Worker health checks, latency-aware overload marking, prober, breaker, drain.
+    pub health: HealthConfig,
+    pub prefilter: PrefilterConfig,
+    pub admission: AdmissionConfig,
     pub admin: AdminConfig,
     pub workers: Vec<WorkerSpec>,
 }
@@ -89,6 +96,24 @@ impl UpstreamConfig {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
+}
+
+/// What to do when every worker serving a model is filtered out (unhealthy, draining,
+/// circuit open or latency-overloaded).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Answer 503 with `Retry-After` rather than route into a known-bad worker.
+    #[default]
+    Reject,
+    /// Route to the least-loaded of the filtered workers that is not draining or circuit-open.
+    LeastLoaded,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrefilterConfig {
+    pub fallback: Fallback,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

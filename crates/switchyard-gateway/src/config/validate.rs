@@ -69,6 +69,14 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
         .retry
         .validate()
         .map_err(|(path, message)| ConfigError::invalid(path, message))?;
+    config.admission.validate().map_err(|e| match e.field() {
+        Some(field) => ConfigError::invalid(format!("admission.{field}"), e.to_string()),
+        None => ConfigError::invalid("admission", e.to_string()),
+    })?;
+    config
+        .health
+        .validate()
+        .map_err(|e| ConfigError::invalid(format!("health.{}", e.field), e.reason.clone()))?;
     let mut names = HashSet::new();
     for (i, worker) in config.workers.iter().enumerate() {
         worker

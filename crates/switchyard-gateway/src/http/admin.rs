@@ -1,13 +1,13 @@
 //! Control-plane endpoints, guarded by the admin API key.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
-use switchyard_workers::{RegistryError, WorkerHandle, WorkerSpec};
+use switchyard_workers::{DrainOutcome, RegistryError, WorkerHandle, WorkerSpec};
 
 use crate::error::ApiError;
 use crate::reload::{ReloadError, set_path};
@@ -58,9 +58,7 @@ pub async fn list_workers(
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authorize(&state, &headers)?;
-    let workers = state.registry.directory().snapshot();
-    let list: Vec<_> = workers.iter().map(|w| worker_json(w)).collect();
-    Ok(Json(json!({"workers": list})))
+    Ok(Json(json!({"workers": state.registry.snapshot()})))
 }
 
 #[derive(Deserialize)]
@@ -71,6 +69,8 @@ struct AddWorker {
     name: Option<String>,
     #[serde(default)]
     models: Option<Vec<String>>,
+    #[serde(default)]
+    health_path: Option<String>,
 }
 
 pub async fn add_worker(
@@ -91,18 +91,40 @@ pub async fn add_worker(
         spec.name = name;
     }
     spec.models = request.models;
+    spec.health_path = request.health_path;
     let worker = state.registry.add(spec).await.map_err(registry_error)?;
     Ok((StatusCode::CREATED, Json(worker_json(&worker))).into_response())
 }
 
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct RemoveQuery {
+    /// Wait until the drain has finished and the worker is gone.
+    wait: bool,
+}
+
+/// Drains the worker: no new requests from now on, in-flight ones finish (up to
+/// `health.drain.timeout_ms`), then it leaves the registry. 202 at once, or 200 with the
+/// outcome when `?wait=true`.
 pub async fn remove_worker(
     State(state): State<SharedState>,
     headers: HeaderMap,
     Path(name): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+    Query(query): Query<RemoveQuery>,
+) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
-    let worker = state.registry.remove(&name).await.map_err(registry_error)?;
-    Ok(Json(json!({"removed": worker_json(&worker)})))
+    let drain = state.registry.drain(&name).await.map_err(registry_error)?;
+    if !query.wait {
+        return Ok((StatusCode::ACCEPTED, Json(json!({"draining": name}))).into_response());
+    }
+    let outcome = match drain.finished().await {
+        DrainOutcome::Idle => json!({"outcome": "idle"}),
+        DrainOutcome::TimedOut { in_flight } => {
+            json!({"outcome": "timed_out", "in_flight": in_flight})
+        }
+        DrainOutcome::Interrupted => json!({"outcome": "interrupted"}),
+    };
+    Ok(Json(json!({"removed": name, "drain": outcome})).into_response())
 }
 
 fn registry_error(error: RegistryError) -> ApiError {
@@ -110,7 +132,12 @@ fn registry_error(error: RegistryError) -> ApiError {
         RegistryError::AlreadyExists(_) => ApiError::conflict("worker_exists", error.to_string()),
         RegistryError::NotFound(_) => ApiError::not_found("worker_not_found", error.to_string()),
         RegistryError::InvalidSpec(_) => ApiError::bad_request("invalid_worker", error.to_string()),
-        RegistryError::Unavailable(_) => ApiError::internal(error.to_string()),
+        RegistryError::InvalidConfig(_) => {
+            ApiError::bad_request("invalid_config", error.to_string())
+        }
+        RegistryError::Unavailable(_) | RegistryError::Metrics(_) => {
+            ApiError::internal(error.to_string())
+        }
     }
 }
 
@@ -175,6 +202,16 @@ pub async fn put_config(
             }
         })?;
     Ok(Json(json!({"applied": changes})))
+}
+
+pub async fn admission(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let snapshot = serde_json::to_value(state.admission.snapshot())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(snapshot))
 }
 
 pub async fn config_audit(

@@ -28,6 +28,7 @@ pub fn router(state: SharedState) -> Router {
             get(admin::get_config).put(admin::put_config),
         )
         .route("/admin/config/audit", get(admin::config_audit))
+        .route("/admin/admission", get(admin::admission))
         .fallback(not_found)
         .with_state(state)
 }

@@ -14,7 +14,13 @@ pub async fn health() -> Json<serde_json::Value> {
 
 /// Readiness: at least one worker can be routed to.
 pub async fn ready(State(state): State<SharedState>) -> Response {
-    let routable = state.registry.directory().snapshot().len();
+    let routable = state
+        .registry
+        .directory()
+        .snapshot()
+        .iter()
+        .filter(|w| w.routability().is_routable())
+        .count();
     if routable > 0 {
         Json(json!({"status": "ready", "routable_workers": routable})).into_response()
     } else {

@@ -32,6 +32,10 @@ pub struct Metrics {
     pub retries_denied: IntCounterVec,
     pub retry_amplification: prometheus::Gauge,
     routing: RoutingMetrics,
+    pub workers_filtered: IntCounterVec,
+    pub filtered_per_request: prometheus::Histogram,
+    pub prefix_hits: IntCounterVec,
+    pub breaker_rejections: prometheus::IntCounter,
     /// Per-worker load spread: coefficient of variation of in-flight requests.
     worker_load_cv: prometheus::Gauge,
 }
@@ -129,6 +133,42 @@ impl Metrics {
         )?;
         registry.register(Box::new(worker_load_cv.clone()))?;
         let routing = RoutingMetrics::new(&registry)?;
+        let workers_filtered = IntCounterVec::new(
+            Opts::new(
+                "switchyard_prefilter_workers_filtered_total",
+                "Workers dropped from a request's candidates by the prefilter chain, by reason.",
+            ),
+            &["reason"],
+        )?;
+        let filtered_per_request = prometheus::Histogram::with_opts(
+            HistogramOpts::new(
+                "switchyard_prefilter_filtered_workers",
+                "Workers filtered out per routing decision.",
+            )
+            .buckets(vec![0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
+        )?;
+        let prefix_hits = IntCounterVec::new(
+            Opts::new(
+                "switchyard_prefix_cache_hits_total",
+                "Cache-aware outcomes: logical (prefix known on some worker), physical (request \
+                 landed on the holder), virtual (known, but the holder was filtered).",
+            ),
+            &["kind"],
+        )?;
+        let breaker_rejections = prometheus::IntCounter::new(
+            "switchyard_breaker_rejections_total",
+            "Chosen workers whose half-open circuit breaker had no trial permit left.",
+        )?;
+        for reason in ["draining", "unhealthy", "circuit_open", "overloaded"] {
+            workers_filtered.with_label_values(&[reason]);
+        }
+        for kind in ["logical", "physical", "virtual"] {
+            prefix_hits.with_label_values(&[kind]);
+        }
+        registry.register(Box::new(workers_filtered.clone()))?;
+        registry.register(Box::new(filtered_per_request.clone()))?;
+        registry.register(Box::new(prefix_hits.clone()))?;
+        registry.register(Box::new(breaker_rejections.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(ttft.clone()))?;
@@ -154,7 +194,16 @@ impl Metrics {
             retry_amplification,
             routing,
             worker_load_cv,
+            workers_filtered,
+            filtered_per_request,
+            prefix_hits,
+            breaker_rejections,
         })
+    }
+
+    /// The registry other components (admission, worker health) register their series in.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// Pre-registers the series of a policy's branches so dashboards see zeros, not gaps.

@@ -6,7 +6,8 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_workers::{InFlightGuard, WorkerHandle};
+use switchyard_admission::AdmissionPermit;
+use switchyard_workers::{CallOutcome, InFlightGuard, WorkerHandle};
 
 use super::metered_body::{GatewayInFlight, MeteredBody, ResponseMeter};
 use super::{REQUEST_ID_HEADER, WORKER_HEADER};
@@ -29,6 +30,7 @@ pub struct UpstreamResponse {
     body: Incoming,
     worker: Arc<WorkerHandle>,
     in_flight: InFlightGuard,
+    sent_at: Instant,
 }
 
 /// Why one attempt failed before any byte reached the client; all of these may be retried
@@ -141,6 +143,7 @@ pub async fn attempt(
         })?;
 
     let in_flight = worker.start_request();
+    let sent_at = Instant::now();
     let timeout = state.config().upstream.request_timeout();
     let response = match tokio::time::timeout(timeout, state.client.request(request)).await {
         Err(_) => {
@@ -172,6 +175,7 @@ pub async fn attempt(
         body,
         worker: Arc::clone(worker),
         in_flight,
+        sent_at,
     })
 }
 
@@ -180,12 +184,14 @@ pub fn respond(
     ctx: &RequestContext<'_>,
     upstream: UpstreamResponse,
     gateway_in_flight: GatewayInFlight,
+    permit: AdmissionPermit,
 ) -> Response {
     let UpstreamResponse {
         parts,
         body,
         worker,
         in_flight,
+        sent_at,
     } = upstream;
     let metrics = &ctx.state.metrics;
     metrics
@@ -197,12 +203,22 @@ pub fn respond(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_sse {
+        // A non-streaming worker sends its headers only when generation ends, so this
+        // duration says nothing about slowness to first token; the latency collector judges
+        // that. For the breaker it is a success.
+        worker.record_outcome(CallOutcome::Success {
+            ttfb: Duration::ZERO,
+        });
+    }
     let meter = ResponseMeter {
         metrics: Arc::clone(metrics),
         route: ctx.route,
         started: ctx.started,
         _worker_in_flight: in_flight,
         _gateway_in_flight: gateway_in_flight,
+        permit: Some(permit),
+        sent_at,
     };
     let mut response = Response::new(Body::new(MeteredBody::new(body, meter, is_sse)));
     *response.status_mut() = parts.status;

@@ -6,7 +6,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
-use switchyard_workers::InFlightGuard;
+use switchyard_admission::AdmissionPermit;
+use switchyard_workers::{CallOutcome, InFlightGuard};
+
+use super::usage::UsageSniffer;
 
 use crate::metrics::Metrics;
 use crate::openai::Route;
@@ -35,6 +38,11 @@ pub struct ResponseMeter {
     pub started: Instant,
     pub _worker_in_flight: InFlightGuard,
     pub _gateway_in_flight: GatewayInFlight,
+    /// Settled with the real usage when the response ends; dropped early (client gone),
+    /// the admission layer books the estimate.
+    pub permit: Option<AdmissionPermit>,
+    /// When the request went to the worker: TTFT and TPOT observations start here.
+    pub sent_at: Instant,
 }
 
 /// The worker's response body passed through frame by frame (never buffered), measuring
@@ -43,9 +51,10 @@ pub struct ResponseMeter {
 pub struct MeteredBody {
     inner: Incoming,
     meter: Option<ResponseMeter>,
-    first_frame_seen: bool,
     is_sse: bool,
     ended: bool,
+    usage: UsageSniffer,
+    first_frame_at: Option<Instant>,
 }
 
 impl MeteredBody {
@@ -53,19 +62,51 @@ impl MeteredBody {
         Self {
             inner,
             meter: Some(meter),
-            first_frame_seen: false,
             is_sse,
             ended: false,
+            usage: UsageSniffer::default(),
+            first_frame_at: None,
         }
     }
 
-    fn finish(&mut self) {
-        if let Some(meter) = self.meter.take() {
+    /// Streams only: the breaker hears about the first byte (or its absence) and the
+    /// worker's latency window gets TTFT and TPOT as this gateway saw them.
+    fn report_stream(&self, meter: &ResponseMeter, failed: bool) {
+        if !self.is_sse {
+            return;
+        }
+        let worker = meter._worker_in_flight.worker();
+        match self.first_frame_at {
+            None if failed => worker.record_outcome(CallOutcome::Failure),
+            None => worker.record_outcome(CallOutcome::Abandoned),
+            Some(first) => {
+                let ttft = first.saturating_duration_since(meter.sent_at);
+                let tpot = self.usage.completion_tokens().filter(|n| *n >= 2).map(|n| {
+                    Instant::now().saturating_duration_since(first) / (n as u32 - 1).max(1)
+                });
+                worker.observe_latency(ttft, tpot);
+            }
+        }
+    }
+
+    fn finish(&mut self, failed: bool) {
+        if let Some(mut meter) = self.meter.take() {
+            self.report_stream(&meter, failed);
             meter
                 .metrics
                 .request_duration
                 .with_label_values(&[meter.route.label()])
                 .observe(meter.started.elapsed().as_secs_f64());
+            if let Some(mut permit) = meter.permit.take() {
+                if failed {
+                    permit.mark_failed();
+                }
+                let actual = self
+                    .usage
+                    .total_tokens()
+                    .unwrap_or_else(|| permit.estimated_tokens());
+                permit.settle(actual);
+            }
         }
     }
 }
@@ -89,15 +130,33 @@ impl Body for MeteredBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Ok(frame))) => {
-                if !this.first_frame_seen && frame.is_data() {
-                    this.first_frame_seen = true;
+                if let Some(data) = frame.data_ref() {
+                    this.usage.observe(data);
+                }
+                if this.first_frame_at.is_none() && frame.is_data() {
+                    let now = Instant::now();
+                    this.first_frame_at = Some(now);
                     if let Some(meter) = &this.meter {
+                        if this.is_sse {
+                            meter
+                                ._worker_in_flight
+                                .worker()
+                                .record_outcome(CallOutcome::Success {
+                                    ttfb: now.saturating_duration_since(meter.sent_at),
+                                });
+                        }
                         meter
                             .metrics
                             .ttft
                             .with_label_values(&[meter.route.label()])
                             .observe(meter.started.elapsed().as_secs_f64());
                     }
+                }
+                // A body with a known length may never be polled to its end by the
+                // server once the last byte is out: finish as soon as it is.
+                if this.inner.is_end_stream() {
+                    this.ended = true;
+                    this.finish(false);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -111,7 +170,7 @@ impl Body for MeteredBody {
                         .inc();
                 }
                 this.ended = true;
-                this.finish();
+                this.finish(true);
                 if this.is_sse {
                     Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
                         SSE_UPSTREAM_ERROR.as_bytes(),
@@ -122,7 +181,7 @@ impl Body for MeteredBody {
             }
             Poll::Ready(None) => {
                 this.ended = true;
-                this.finish();
+                this.finish(false);
                 Poll::Ready(None)
             }
         }
@@ -144,6 +203,12 @@ impl Body for MeteredBody {
 impl Drop for MeteredBody {
     fn drop(&mut self) {
         if let Some(meter) = &self.meter {
+            if self.is_sse && self.first_frame_at.is_none() {
+                meter
+                    ._worker_in_flight
+                    .worker()
+                    .record_outcome(CallOutcome::Abandoned);
+            }
             meter
                 .metrics
                 .client_disconnects

@@ -8,12 +8,12 @@ mod metered_body;
 mod retry;
 pub mod retry_budget;
 mod select;
+mod usage;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue};
 use std::time::Instant;
-use switchyard_core::Purpose;
 use tracing::Instrument;
 
 use crate::error::ApiError;
@@ -29,7 +29,12 @@ pub const WORKER_HEADER: &str = "x-switchyard-worker";
 /// becomes an OpenAI-shaped error response.
 pub async fn handle(state: SharedState, route: Route, headers: HeaderMap, body: Body) -> Response {
     let request_id = request_id(&headers);
-    let span = tracing::info_span!("request", request_id = %request_id, route = route.label());
+    let span = tracing::info_span!(
+        "request",
+        request_id = %request_id,
+        route = route.label(),
+        caller = tracing::field::Empty
+    );
     async move {
         let started = Instant::now();
         let in_flight = GatewayInFlight::enter(&state.metrics);
@@ -61,16 +66,39 @@ pub async fn handle(state: SharedState, route: Route, headers: HeaderMap, body: 
     .await
 }
 
+/// Output tokens assumed for the budget estimate when a request sets no `max_tokens`.
+const DEFAULT_OUTPUT_ESTIMATE: u64 = 256;
+
 async fn serve(
     ctx: &forward::RequestContext<'_>,
     body: Body,
     in_flight: GatewayInFlight,
 ) -> Result<Response, ApiError> {
+    let admission = &ctx.state.admission;
+    // Identity first: an unknown caller is refused before its body is even read.
+    let tags = admission
+        .resolve(ctx.client_headers)
+        .map_err(ApiError::refused)?;
+    tracing::Span::current().record("caller", &*tags.caller);
     let limit = ctx.state.config().server.max_body_bytes;
     let bytes = body_limit::read(ctx.client_headers, body, limit).await?;
     let parsed = openai::parse(ctx.route, &bytes)?;
-    let upstream = retry::send_with_retries(ctx, &parsed, bytes, Purpose::Business).await?;
-    Ok(forward::respond(ctx, upstream, in_flight))
+    let estimate = parsed.estimated_tokens(DEFAULT_OUTPUT_ESTIMATE);
+    let mut permit = admission
+        .admit(&tags, estimate)
+        .await
+        .map_err(ApiError::refused)?;
+    match retry::send_with_retries(ctx, &parsed, bytes, &tags).await {
+        Ok(upstream) => Ok(forward::respond(ctx, upstream, in_flight, permit)),
+        Err(error) => {
+            if error.status.is_server_error() {
+                permit.mark_failed();
+            }
+            // Nothing was served: nothing is spent.
+            permit.settle(0);
+            Err(error)
+        }
+    }
 }
 
 /// The caller's request id when it sent a usable one, else a fresh UUID.

@@ -8,22 +8,25 @@
 use bytes::Bytes;
 use http::HeaderValue;
 use rand::Rng;
-use switchyard_core::{Purpose, WorkerId};
+use switchyard_core::{Purpose, RequestTags, WorkerId};
 
 use super::forward::{self, AttemptFailure, RequestContext, UpstreamResponse};
 use super::retry_budget::RetryDenied;
 use super::select;
 use crate::error::ApiError;
 use crate::openai::ParsedRequest;
+use switchyard_workers::CallOutcome;
 
 pub const PURPOSE_HEADER: &str = "x-switchyard-purpose";
+pub const CALLER_HEADER: &str = "x-switchyard-caller";
+pub const PRIORITY_HEADER: &str = "x-switchyard-priority";
 
 /// Runs the first attempt and any retries; returns the first usable upstream response.
 pub async fn send_with_retries(
     ctx: &RequestContext<'_>,
     request: &ParsedRequest,
     body: Bytes,
-    purpose: Purpose,
+    tags: &RequestTags,
 ) -> Result<UpstreamResponse, ApiError> {
     let state = ctx.state;
     let budget = &state.retry_budget;
@@ -53,8 +56,18 @@ pub async fn send_with_retries(
                 });
             }
         };
+        if !worker.breaker_admits() {
+            // Half-open and out of trial permits: treat like a filtered worker.
+            metrics.breaker_rejections.inc();
+            tried.push(worker.id());
+            continue;
+        }
         let is_retry = !tried.is_empty();
-        let attempt_purpose = if is_retry { Purpose::Retry } else { purpose };
+        let attempt_purpose = if is_retry {
+            Purpose::Retry
+        } else {
+            tags.purpose
+        };
         metrics
             .upstream_attempts
             .with_label_values(&[if is_retry { "retry" } else { "first" }])
@@ -65,14 +78,25 @@ pub async fn send_with_retries(
             retry = is_retry,
             "routed"
         );
-        let headers = [(
-            PURPOSE_HEADER,
-            HeaderValue::from_static(attempt_purpose.as_str()),
-        )];
+        // The request's tags travel to the worker (and survive retries, purpose aside).
+        let mut headers = vec![
+            (
+                PURPOSE_HEADER,
+                HeaderValue::from_static(attempt_purpose.as_str()),
+            ),
+            (
+                PRIORITY_HEADER,
+                HeaderValue::from_static(tags.priority.as_str()),
+            ),
+        ];
+        if let Ok(caller) = HeaderValue::from_str(&tags.caller) {
+            headers.push((CALLER_HEADER, caller));
+        }
         let failure = match forward::attempt(ctx, &worker, body.clone(), &headers).await {
             Ok(response) => return Ok(response),
             Err(failure) => failure,
         };
+        worker.record_outcome(CallOutcome::Failure);
         metrics
             .upstream_errors
             .with_label_values(&[failure.kind()])

@@ -1,8 +1,13 @@
+//! Choosing a worker: the model's workers, minus those the prefilter chain drops
+//! (draining, unhealthy, circuit-open, latency-overloaded) and those already tried for this
+//! request, then the routing policy. Each filter reason and each cache outcome is counted.
+
 use std::sync::Arc;
 use switchyard_core::WorkerId;
 use switchyard_router::{Candidate, Decision, RouteRequest};
-use switchyard_workers::WorkerHandle;
+use switchyard_workers::{Routability, WorkerHandle};
 
+use crate::config::Fallback;
 use crate::error::ApiError;
 use crate::openai::ParsedRequest;
 use crate::state::AppState;
@@ -10,9 +15,18 @@ use crate::state::AppState;
 /// Seconds a client should wait before retrying when nothing can serve it.
 const NO_WORKER_RETRY_AFTER: u64 = 1;
 
-/// Picks the worker for a request: the registry's workers that serve the model, minus the
-/// ones already tried for this request, then the routing policy. Answers 404 for a model no
-/// worker serves and 503 when none can take it.
+fn reason_label(routability: Routability) -> &'static str {
+    match routability {
+        Routability::Routable => "routable",
+        Routability::Draining => "draining",
+        Routability::Unhealthy => "unhealthy",
+        Routability::CircuitOpen => "circuit_open",
+        Routability::Overloaded => "overloaded",
+    }
+}
+
+/// Picks the worker for a request. Answers 404 for a model no worker serves and 503 (with
+/// `Retry-After`) when none can take it.
 pub fn select_worker(
     state: &AppState,
     request: &ParsedRequest,
@@ -34,41 +48,42 @@ pub fn select_worker(
     if serving.is_empty() {
         return Err(ApiError::model_not_found(&request.model));
     }
-    let candidates: Vec<Candidate> = serving
-        .iter()
-        .filter(|w| !exclude.contains(&w.id()))
-        .map(|w| Candidate {
-            id: w.id(),
-            in_flight: w.in_flight(),
-        })
-        .collect();
+    let metrics = &state.metrics;
+    let mut candidates = Vec::with_capacity(serving.len());
+    let mut filtered: Vec<(&Arc<WorkerHandle>, Routability)> = Vec::new();
+    for worker in serving.iter().filter(|w| !exclude.contains(&w.id())) {
+        match worker.routability() {
+            Routability::Routable => candidates.push(Candidate {
+                id: worker.id(),
+                in_flight: worker.in_flight(),
+            }),
+            reason => {
+                metrics
+                    .workers_filtered
+                    .with_label_values(&[reason_label(reason)])
+                    .inc();
+                filtered.push((worker, reason));
+            }
+        }
+    }
+    metrics.filtered_per_request.observe(filtered.len() as f64);
+    if candidates.is_empty() {
+        return fallback(state, &filtered);
+    }
     let route_request = RouteRequest {
         prompt: &request.prompt,
         session_id,
         user: request.user.as_deref(),
     };
-    if candidates.is_empty() {
-        return Err(ApiError::unavailable(
-            "no_routable_worker",
-            "no worker can take this request now",
-            NO_WORKER_RETRY_AFTER,
-        ));
-    }
     let decision = state
         .policy
         .select(&route_request, &candidates)
-        .ok_or_else(|| {
-            ApiError::unavailable(
-                "no_routable_worker",
-                "no worker can take this request now",
-                NO_WORKER_RETRY_AFTER,
-            )
-        })?;
-    state
-        .metrics
+        .ok_or_else(|| ApiError::internal("routing policy returned no worker"))?;
+    metrics
         .routing_decisions
         .with_label_values(&[state.policy.name(), decision.branch])
         .inc();
+    count_cache_outcome(state, &decision);
     let worker = serving
         .into_iter()
         .find(|w| w.id() == decision.worker)
@@ -77,4 +92,71 @@ pub fn select_worker(
             ApiError::internal("routing policy chose a worker that is not a candidate")
         })?;
     Ok((worker, decision))
+}
+
+/// Seed 000 §5: a *logical* hit (the prompt's prefix is cached on some worker) becomes a
+/// *physical* hit only if the request lands there; a *virtual* hit is a logical hit whose
+/// holder was filtered out — the hidden cost of overload filtering, made visible.
+fn count_cache_outcome(state: &AppState, decision: &Decision) {
+    let Some(found) = decision.prefix_match else {
+        return;
+    };
+    let threshold = state.config().routing.cache_aware.match_threshold;
+    if found.matched_ratio <= threshold {
+        return;
+    }
+    let hits = &state.metrics.prefix_hits;
+    hits.with_label_values(&["logical"]).inc();
+    if found.holder == decision.worker {
+        hits.with_label_values(&["physical"]).inc();
+    }
+    if !found.holder_is_candidate {
+        hits.with_label_values(&["virtual"]).inc();
+    }
+}
+
+fn fallback(
+    state: &AppState,
+    filtered: &[(&Arc<WorkerHandle>, Routability)],
+) -> Result<(Arc<WorkerHandle>, Decision), ApiError> {
+    let reasons: Vec<String> = filtered
+        .iter()
+        .map(|(w, r)| format!("{} {}", w.name(), reason_label(*r)))
+        .collect();
+    let refuse = || {
+        ApiError::unavailable(
+            "no_routable_worker",
+            if reasons.is_empty() {
+                "no worker can take this request now".to_string()
+            } else {
+                format!(
+                    "no worker can take this request now ({})",
+                    reasons.join(", ")
+                )
+            },
+            NO_WORKER_RETRY_AFTER,
+        )
+    };
+    if state.config().prefilter.fallback == Fallback::Reject {
+        return Err(refuse());
+    }
+    // Degraded but alive beats nothing; draining and circuit-open workers stay excluded.
+    let chosen = filtered
+        .iter()
+        .filter(|(_, r)| matches!(r, Routability::Unhealthy | Routability::Overloaded))
+        .min_by_key(|(w, _)| w.in_flight())
+        .map(|(w, _)| Arc::clone(w))
+        .ok_or_else(refuse)?;
+    state
+        .metrics
+        .routing_decisions
+        .with_label_values(&["prefilter", "fallback_least_loaded"])
+        .inc();
+    let decision = Decision {
+        worker: chosen.id(),
+        branch: "fallback_least_loaded",
+        prefix_match: None,
+        key_source: None,
+    };
+    Ok((chosen, decision))
 }

@@ -20,7 +20,7 @@ use crate::config::{Config, ConfigError};
 
 /// Paths (prefixes) that cannot change without a restart.
 /// (The routing policy and its structures are built once; changing them means a restart.)
-const RESTART_ONLY: &[&str] = &["server.", "routing.", "admin.", "workers"];
+const RESTART_ONLY: &[&str] = &["server.", "routing.", "admission.", "admin.", "workers"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {

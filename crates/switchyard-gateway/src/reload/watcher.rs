@@ -19,7 +19,9 @@ pub fn spawn_file_watcher(
     overrides: ConfigOverrides,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last = std::fs::read_to_string(&path).ok();
+        // Starts unknown: the first read is compared with the running config, which makes a
+        // change written between start-up and this task's first tick still count.
+        let mut last: Option<String> = None;
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

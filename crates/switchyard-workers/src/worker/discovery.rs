@@ -1,73 +1,50 @@
+//! Child actor: learns the worker's models from `GET /v1/models`, retrying until it
+//! succeeds, then stops. Its own actor so a hanging worker never blocks the supervisor.
+
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
-use crate::handle::WorkerHandle;
-use crate::http_client::{HttpClient, get_json};
-
-/// Owns one worker's lifecycle. Today: model discovery. The health checker, metrics collector,
-/// hysteresis judge and prober become this actor's children.
-pub(crate) struct WorkerActor;
-
-pub(crate) struct WorkerArgs {
-    pub handle: Arc<WorkerHandle>,
-    pub client: HttpClient,
-    pub discovery_retry: Duration,
-}
-
-pub(crate) struct WorkerState {
-    handle: Arc<WorkerHandle>,
-    client: HttpClient,
-    discovery_retry: Duration,
-}
-
-pub(crate) enum WorkerMsg {
-    DiscoverModels,
-}
+use super::{ChildArgs, Tick};
+use crate::http_client::get_json;
 
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const DISCOVERY_RETRY: Duration = Duration::from_secs(2);
 
-impl Actor for WorkerActor {
-    type Msg = WorkerMsg;
-    type State = WorkerState;
-    type Arguments = WorkerArgs;
+pub(crate) struct Discovery;
+
+impl Actor for Discovery {
+    type Msg = Tick;
+    type State = ChildArgs;
+    type Arguments = ChildArgs;
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        if args.handle.models().is_none() {
-            myself.send_message(WorkerMsg::DiscoverModels)?;
-        }
-        Ok(WorkerState {
-            handle: args.handle,
-            client: args.client,
-            discovery_retry: args.discovery_retry,
-        })
+        myself.send_message(Tick)?;
+        Ok(args)
     }
 
     async fn handle(
         &self,
         myself: ActorRef<Self::Msg>,
-        message: Self::Msg,
+        _tick: Tick,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            WorkerMsg::DiscoverModels => {
-                if discover_models(state).await {
-                    return Ok(());
-                }
-                // Ractor owns the timer task and drops the message if this actor has stopped.
-                myself.send_after(state.discovery_retry, || WorkerMsg::DiscoverModels);
-            }
+        if discover_models(state).await {
+            myself.stop(Some("models discovered".into()));
+        } else {
+            // Ractor owns the timer task and drops the message if this actor has stopped.
+            myself.send_after(DISCOVERY_RETRY, || Tick);
         }
         Ok(())
     }
 }
 
-async fn discover_models(state: &WorkerState) -> bool {
+/// `true` when done (models known, or the URI can never work).
+async fn discover_models(state: &ChildArgs) -> bool {
     let worker = state.handle.name();
     let uri = match state.handle.uri_for("/v1/models") {
         Ok(uri) => uri,

@@ -1,0 +1,218 @@
+//! Identity and tags at the first hop: API key → caller, then priority, purpose and retry
+//! count from headers. Tags are fixed here and travel with the request from then on.
+
+mod labels;
+mod recent_ids;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switchyard_core::{Priority, Purpose, RequestTags};
+use tracing::info;
+
+use crate::config::{AdmissionConfig, TenantConfig};
+pub use labels::CallerLabels;
+use recent_ids::RecentRequestIds;
+
+pub const PRIORITY_HEADER: &str = "x-switchyard-priority";
+pub const PURPOSE_HEADER: &str = "x-switchyard-purpose";
+pub const RETRY_COUNT_HEADER: &str = "x-switchyard-retry-count";
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// Caller of every request when no tenant is configured.
+pub const ANONYMOUS: &str = "anonymous";
+/// Metric label of callers beyond the labelled top N.
+pub const OTHER: &str = "other";
+/// Metric label of requests refused before a caller was known.
+pub const UNKNOWN: &str = "unknown";
+pub(crate) const RESERVED_CALLERS: [&str; 3] = [ANONYMOUS, OTHER, UNKNOWN];
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    #[error("missing or unknown API key")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("bad `{header}` header: {message}")]
+    BadHeader {
+        header: &'static str,
+        message: String,
+    },
+}
+
+/// What a caller may do, resolved from its tenant entry.
+#[derive(Clone, Debug)]
+struct Profile {
+    caller: Arc<str>,
+    max_priority: Priority,
+    default_priority: Priority,
+    core: bool,
+    allow_warmup: bool,
+}
+
+impl Profile {
+    fn anonymous() -> Self {
+        Self {
+            caller: Arc::from(ANONYMOUS),
+            max_priority: Priority::P1,
+            default_priority: Priority::P1,
+            core: false,
+            allow_warmup: false,
+        }
+    }
+
+    fn of(tenant: &TenantConfig) -> Self {
+        Self {
+            caller: Arc::from(tenant.caller.as_str()),
+            max_priority: tenant.max_priority,
+            default_priority: tenant.default_priority(),
+            core: tenant.core,
+            allow_warmup: tenant.allow_warmup,
+        }
+    }
+}
+
+pub struct Identity {
+    by_api_key: HashMap<String, Profile>,
+    anonymous: Profile,
+    labels: CallerLabels,
+    recent_ids: Option<Mutex<RecentRequestIds>>,
+}
+
+impl Identity {
+    pub fn new(config: &AdmissionConfig) -> Self {
+        let by_api_key: HashMap<String, Profile> = config
+            .tenants
+            .iter()
+            .map(|tenant| (tenant.api_key.clone(), Profile::of(tenant)))
+            .collect();
+        if by_api_key.is_empty() {
+            info!(
+                "no admission tenants configured: every request runs unauthenticated as caller `anonymous` at P1"
+            );
+        }
+        let window = Duration::from_millis(config.identity.request_id_window_ms);
+        let recent_ids = (!window.is_zero()).then(|| {
+            Mutex::new(RecentRequestIds::new(
+                window,
+                config.identity.request_id_capacity,
+            ))
+        });
+        Self {
+            by_api_key,
+            anonymous: Profile::anonymous(),
+            labels: CallerLabels::new(&config.tenants, config.identity.caller_label_top_n),
+            recent_ids,
+        }
+    }
+
+    /// True when no tenant is configured and nobody is authenticated.
+    pub fn is_anonymous(&self) -> bool {
+        self.by_api_key.is_empty()
+    }
+
+    /// Bounded metric label for a caller: its own name within the top N, else `other`.
+    pub fn caller_label<'a>(&'a self, caller: &str) -> &'a str {
+        self.labels.label(caller)
+    }
+
+    /// Resolves the caller and its request tags. Purposes `retry` and `probe` are the
+    /// gateway's own and are refused (403) from clients, so nobody can dodge budgets or skew
+    /// retry accounting by claiming them; `warmup` needs the tenant's `allow_warmup`.
+    pub fn resolve(&self, headers: &HeaderMap, now: Instant) -> Result<RequestTags, IdentityError> {
+        let profile = self.profile(headers)?;
+        let priority = match header_text(headers, PRIORITY_HEADER)? {
+            Some(text) => text
+                .parse::<Priority>()
+                .map_err(|e| bad(PRIORITY_HEADER, e.to_string()))?
+                .clamp_to(profile.max_priority),
+            None => profile.default_priority,
+        };
+        let purpose = match header_text(headers, PURPOSE_HEADER)? {
+            Some(text) => text
+                .parse::<Purpose>()
+                .map_err(|e| bad(PURPOSE_HEADER, e.to_string()))?,
+            None => Purpose::Business,
+        };
+        match purpose {
+            Purpose::Business => {}
+            Purpose::Warmup if profile.allow_warmup => {}
+            Purpose::Warmup => {
+                return Err(IdentityError::Forbidden(format!(
+                    "caller `{}` may not send warmup requests",
+                    profile.caller
+                )));
+            }
+            Purpose::Retry | Purpose::Probe => {
+                return Err(IdentityError::Forbidden(format!(
+                    "purpose `{purpose}` is set by the gateway only"
+                )));
+            }
+        }
+        let mut client_retry = match header_text(headers, RETRY_COUNT_HEADER)? {
+            Some(text) => text.trim().parse::<u32>().map_err(|_| {
+                bad(
+                    RETRY_COUNT_HEADER,
+                    format!("expected a count, got `{text}`"),
+                )
+            })?,
+            None => 0,
+        };
+        if let (Some(recent), Some(id)) =
+            (&self.recent_ids, header_text(headers, REQUEST_ID_HEADER)?)
+        {
+            let earlier = recent.lock().observe(&profile.caller, id, now);
+            client_retry = client_retry.max(earlier);
+        }
+        Ok(RequestTags {
+            caller: profile.caller.clone(),
+            purpose,
+            priority,
+            core_caller: profile.core,
+            client_retry,
+        })
+    }
+
+    fn profile(&self, headers: &HeaderMap) -> Result<&Profile, IdentityError> {
+        if self.by_api_key.is_empty() {
+            return Ok(&self.anonymous);
+        }
+        let key = bearer_token(headers)
+            .or_else(|| headers.get(API_KEY_HEADER).and_then(|v| v.to_str().ok()))
+            .map(str::trim)
+            .filter(|key| !key.is_empty())
+            .ok_or(IdentityError::Unauthorized)?;
+        self.by_api_key.get(key).ok_or(IdentityError::Unauthorized)
+    }
+}
+
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
+fn header_text<'h>(
+    headers: &'h HeaderMap,
+    name: &'static str,
+) -> Result<Option<&'h str>, IdentityError> {
+    headers
+        .get(name)
+        .map(|value| {
+            value
+                .to_str()
+                .map_err(|_| bad(name, "not visible ASCII".into()))
+        })
+        .transpose()
+}
+
+fn bad(header: &'static str, message: String) -> IdentityError {
+    IdentityError::BadHeader { header, message }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+//! Admission metrics, registered in the gateway's registry. Labels are bounded: class (3),
+//! gate and code (fixed sets), caller (top-N tenants + `anonymous`/`unknown`/`other`).
+
+use prometheus::{
+    Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+use switchyard_core::Priority;
+
+use crate::gates::Settlement;
+use crate::overload::GatewayState;
+
+const WAIT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+/// The gauges the dispatcher keeps current.
+#[derive(Clone)]
+pub(crate) struct QueueGauges {
+    pub(crate) queue_depth: [IntGauge; 3],
+    pub(crate) in_use: IntGauge,
+    pub(crate) capacity: IntGauge,
+}
+
+pub(crate) struct AdmissionMetrics {
+    pub(crate) queue: QueueGauges,
+    queue_wait: HistogramVec,
+    admitted: IntCounterVec,
+    refusals: IntCounterVec,
+    identity: IntCounterVec,
+    client_retries: IntCounterVec,
+    state: IntGaugeVec,
+    transitions: IntCounterVec,
+    ramp_ratio: Gauge,
+    ramp_steps: IntCounterVec,
+    bucket_settlements: IntCounterVec,
+    filtered_share: Gauge,
+}
+
+impl AdmissionMetrics {
+    pub(crate) fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let queue_depth_vec = IntGaugeVec::new(
+            Opts::new(
+                "switchyard_admission_queue_depth",
+                "Requests waiting for a dispatch slot, by class.",
+            ),
+            &["class"],
+        )?;
+        let in_use = IntGauge::new(
+            "switchyard_admission_dispatch_slots_in_use",
+            "Dispatch slots held by admitted requests.",
+        )?;
+        let capacity = IntGauge::new(
+            "switchyard_admission_dispatch_slots_capacity",
+            "Dispatch slots currently offered (max_concurrent × the recovery ramp level).",
+        )?;
+        let queue_wait = HistogramVec::new(
+            HistogramOpts::new(
+                "switchyard_admission_queue_wait_seconds",
+                "Time spent queued for a dispatch slot, by class and outcome (admitted, refused).",
+            )
+            .buckets(WAIT_BUCKETS.to_vec()),
+            &["class", "outcome"],
+        )?;
+        let admitted = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_admitted_total",
+                "Requests admitted, by class and caller label.",
+            ),
+            &["class", "caller"],
+        )?;
+        let refusals = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_refusals_total",
+                "Requests refused, by gate, reason code, class and caller label.",
+            ),
+            &["gate", "code", "class", "caller"],
+        )?;
+        let identity = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_identity_total",
+                "Identity resolutions by outcome (tenant, anonymous, unauthorized, forbidden, bad_header).",
+            ),
+            &["outcome"],
+        )?;
+        let client_retries = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_client_retries_total",
+                "Requests recognised as client retries, by what admission did (admitted, deferred, refused).",
+            ),
+            &["outcome"],
+        )?;
+        let state = IntGaugeVec::new(
+            Opts::new(
+                "switchyard_admission_gateway_state",
+                "1 for the gateway's current overload state (normal, overloaded, recovering).",
+            ),
+            &["state"],
+        )?;
+        let transitions = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_state_transitions_total",
+                "Overload state changes.",
+            ),
+            &["from", "to"],
+        )?;
+        let ramp_ratio = Gauge::new(
+            "switchyard_admission_ramp_capacity_ratio",
+            "Share of max_concurrent currently admitted (1 in normal state).",
+        )?;
+        let ramp_steps = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_ramp_steps_total",
+                "Recovery ramp moves: up a level, or back one on an error rebound.",
+            ),
+            &["direction"],
+        )?;
+        let bucket_settlements = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_bucket_settlements_total",
+                "Token-bucket corrections to real usage (exact, refund, debt, debt_capped).",
+            ),
+            &["outcome"],
+        )?;
+        let filtered_share = Gauge::new(
+            "switchyard_admission_fleet_filtered_ratio",
+            "Share of workers filtered out, as last reported to the overload detector.",
+        )?;
+        registry.register(Box::new(queue_depth_vec.clone()))?;
+        registry.register(Box::new(in_use.clone()))?;
+        registry.register(Box::new(capacity.clone()))?;
+        registry.register(Box::new(queue_wait.clone()))?;
+        registry.register(Box::new(admitted.clone()))?;
+        registry.register(Box::new(refusals.clone()))?;
+        registry.register(Box::new(identity.clone()))?;
+        registry.register(Box::new(client_retries.clone()))?;
+        registry.register(Box::new(state.clone()))?;
+        registry.register(Box::new(transitions.clone()))?;
+        registry.register(Box::new(ramp_ratio.clone()))?;
+        registry.register(Box::new(ramp_steps.clone()))?;
+        registry.register(Box::new(bucket_settlements.clone()))?;
+        registry.register(Box::new(filtered_share.clone()))?;
+        for outcome in Settlement::ALL {
+            bucket_settlements.with_label_values(&[outcome.as_str()]);
+        }
+        for direction in ["up", "back"] {
+            ramp_steps.with_label_values(&[direction]);
+        }
+        let metrics = Self {
+            queue: QueueGauges {
+                queue_depth: Priority::ALL
+                    .map(|class| queue_depth_vec.with_label_values(&[class.as_str()])),
+                in_use,
+                capacity,
+            },
+            queue_wait,
+            admitted,
+            refusals,
+            identity,
+            client_retries,
+            state,
+            transitions,
+            ramp_ratio,
+            ramp_steps,
+            bucket_settlements,
+            filtered_share,
+        };
+        metrics.set_state(GatewayState::Normal, 1.0);
+        Ok(metrics)
+    }
+
+    pub(crate) fn queue_wait(&self, class: Priority, outcome: &str, seconds: f64) {
+        self.queue_wait
+            .with_label_values(&[class.as_str(), outcome])
+            .observe(seconds);
+    }
+
+    pub(crate) fn admitted(&self, class: Priority, caller_label: &str) {
+        self.admitted
+            .with_label_values(&[class.as_str(), caller_label])
+            .inc();
+    }
+
+    pub(crate) fn refused(&self, gate: &str, code: &str, class: &str, caller_label: &str) {
+        self.refusals
+            .with_label_values(&[gate, code, class, caller_label])
+            .inc();
+    }
+
+    pub(crate) fn identity(&self, outcome: &str) {
+        self.identity.with_label_values(&[outcome]).inc();
+    }
+
+    pub(crate) fn client_retry(&self, outcome: &str) {
+        self.client_retries.with_label_values(&[outcome]).inc();
+    }
+
+    pub(crate) fn set_state(&self, state: GatewayState, capacity_ratio: f64) {
+        for candidate in GatewayState::ALL {
+            self.state
+                .with_label_values(&[candidate.as_str()])
+                .set(i64::from(candidate == state));
+        }
+        self.ramp_ratio.set(capacity_ratio);
+    }
+
+    pub(crate) fn transition(&self, from: GatewayState, to: GatewayState) {
+        self.transitions
+            .with_label_values(&[from.as_str(), to.as_str()])
+            .inc();
+    }
+
+    pub(crate) fn ramp_step(&self, direction: &str) {
+        self.ramp_steps.with_label_values(&[direction]).inc();
+    }
+
+    pub(crate) fn bucket_settled(&self, outcome: Settlement) {
+        self.bucket_settlements
+            .with_label_values(&[outcome.as_str()])
+            .inc();
+    }
+
+    pub(crate) fn filtered_share(&self, share: f64) {
+        self.filtered_share.set(share);
+    }
+}
+
+#[cfg(test)]
+impl QueueGauges {
+    /// Gauges registered nowhere, for dispatcher tests.
+    pub(crate) fn detached() -> Self {
+        let gauge = |name: &str| IntGauge::new(name, "test").unwrap();
+        Self {
+            queue_depth: [gauge("d0"), gauge("d1"), gauge("d2")],
+            in_use: gauge("in_use"),
+            capacity: gauge("capacity"),
+        }
+    }
+}

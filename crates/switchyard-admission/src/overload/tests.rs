@@ -1,0 +1,228 @@
+use super::*;
+
+const S: Duration = Duration::from_secs(1);
+
+fn detector(t0: Instant) -> OverloadDetector {
+    OverloadDetector::new(&DetectorConfig::default(), &RampConfig::default(), t0)
+}
+
+fn transition(events: &[DetectorEvent]) -> Option<GatewayState> {
+    events.iter().find_map(|event| match event {
+        DetectorEvent::Transition { to, .. } => Some(*to),
+        _ => None,
+    })
+}
+
+/// Drives a detector into `Recovering` and returns the time it got there.
+fn recovering(detector: &mut OverloadDetector, t0: Instant) -> Instant {
+    detector.report_fleet(0.9, t0);
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 5)),
+        Some(GatewayState::Overloaded)
+    );
+    detector.report_fleet(0.0, t0 + S * 6);
+    let at = t0 + S * 21;
+    assert_eq!(
+        transition(&detector.evaluate(at)),
+        Some(GatewayState::Recovering)
+    );
+    at
+}
+
+#[test]
+fn entry_needs_the_signal_held_without_a_break() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    assert!(detector.report_fleet(0.6, t0).is_empty());
+    assert!(detector.evaluate(t0 + S * 4).is_empty());
+    assert!(
+        detector.report_fleet(0.4, t0 + S * 4).is_empty(),
+        "dip below the threshold"
+    );
+    assert!(
+        detector.report_fleet(0.6, t0 + S * 5).is_empty(),
+        "hold restarts"
+    );
+    assert!(detector.evaluate(t0 + S * 9).is_empty());
+    let events = detector.evaluate(t0 + S * 10);
+    assert_eq!(
+        events,
+        vec![DetectorEvent::Transition {
+            from: GatewayState::Normal,
+            to: GatewayState::Overloaded
+        }]
+    );
+    assert_eq!(
+        detector.capacity_ratio(),
+        0.3,
+        "overloaded admits the ramp floor"
+    );
+}
+
+#[test]
+fn the_band_between_exit_and_entry_keeps_the_gateway_overloaded() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    detector.report_fleet(0.9, t0);
+    detector.evaluate(t0 + S * 5);
+    assert_eq!(detector.state(), GatewayState::Overloaded);
+    detector.report_fleet(0.3, t0 + S * 6);
+    assert!(
+        detector.evaluate(t0 + S * 600).is_empty(),
+        "0.3 is inside the 0.2–0.5 band"
+    );
+    detector.report_fleet(0.2, t0 + S * 600);
+    assert!(detector.evaluate(t0 + S * 614).is_empty());
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 615)),
+        Some(GatewayState::Recovering)
+    );
+}
+
+#[test]
+fn queue_refusals_enter_overload_but_do_not_block_the_exit() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    for i in 0..30 {
+        detector.record_queued(i % 3 == 0, t0); // a third refused
+    }
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 5)),
+        Some(GatewayState::Overloaded)
+    );
+    for _ in 0..100 {
+        detector.record_queued(true, t0 + S * 6);
+    }
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 21)),
+        Some(GatewayState::Recovering)
+    );
+}
+
+#[test]
+fn few_samples_are_not_trusted() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    for _ in 0..19 {
+        detector.record_finished(true, t0);
+    }
+    assert!(
+        detector.evaluate(t0 + S * 9).is_empty(),
+        "19 failures < min_samples"
+    );
+    detector.record_finished(true, t0 + S * 9);
+    detector.evaluate(t0 + S * 9);
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 14)),
+        None,
+        "the errors slid out of the window"
+    );
+}
+
+#[test]
+fn error_rate_enters_and_a_clean_fleet_with_low_errors_exits() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    for i in 0..40 {
+        detector.record_finished(i % 4 == 0, t0); // 25 % errors
+    }
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 5)),
+        Some(GatewayState::Overloaded)
+    );
+    for i in 0..40 {
+        detector.record_finished(i % 4 == 0, t0 + S * 6);
+    }
+    assert!(
+        detector.evaluate(t0 + S * 14).is_empty(),
+        "errors still high"
+    );
+    assert!(
+        detector.evaluate(t0 + S * 16).is_empty(),
+        "window empty now: exit hold starts"
+    );
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 31)),
+        Some(GatewayState::Recovering)
+    );
+}
+
+#[test]
+fn recovery_ramps_to_normal_holding_each_level() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    let start = recovering(&mut detector, t0);
+    let hold = S * 30;
+    let mut ratios = vec![detector.capacity_ratio()];
+    for step in 1..=3 {
+        assert!(detector.evaluate(start + hold * step - S).is_empty());
+        assert_eq!(
+            detector.evaluate(start + hold * step),
+            vec![DetectorEvent::RampUp]
+        );
+        ratios.push(detector.capacity_ratio());
+    }
+    assert_eq!(ratios, vec![0.3, 0.5, 0.8, 1.0]);
+    assert_eq!(
+        transition(&detector.evaluate(start + hold * 4)),
+        Some(GatewayState::Normal)
+    );
+    assert_eq!(detector.capacity_ratio(), 1.0);
+}
+
+#[test]
+fn an_error_rebound_steps_the_ramp_back_and_at_the_floor_reenters_overload() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    let start = recovering(&mut detector, t0);
+    detector.evaluate(start + S * 30);
+    assert_eq!(detector.capacity_ratio(), 0.5);
+    let mut events = Vec::new();
+    for _ in 0..20 {
+        events.extend(detector.record_finished(true, start + S * 31));
+    }
+    assert_eq!(events, vec![DetectorEvent::RampBack]);
+    assert_eq!(detector.capacity_ratio(), 0.3);
+    let mut events = Vec::new();
+    for _ in 0..20 {
+        events.extend(detector.record_finished(true, start + S * 32));
+    }
+    assert_eq!(transition(&events), Some(GatewayState::Overloaded));
+}
+
+#[test]
+fn the_fleet_relapsing_sends_recovery_back_to_overload() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    let start = recovering(&mut detector, t0);
+    detector.report_fleet(0.7, start + S);
+    assert!(detector.evaluate(start + S * 5).is_empty());
+    assert_eq!(
+        transition(&detector.evaluate(start + S * 6)),
+        Some(GatewayState::Overloaded)
+    );
+}
+
+#[test]
+fn while_recovering_retries_get_at_most_their_share_of_admissions() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    assert!(
+        detector.try_admit_retry(),
+        "normal: retries are not held back"
+    );
+    recovering(&mut detector, t0);
+    assert!(!detector.try_admit_retry(), "new requests go first");
+    let (mut new, mut retries) = (0u32, 0u32);
+    for _ in 0..1_000 {
+        detector.note_new_request_admitted();
+        new += 1;
+        for _ in 0..4 {
+            if detector.try_admit_retry() {
+                retries += 1;
+            }
+        }
+    }
+    let share = f64::from(retries) / f64::from(retries + new);
+    assert!((share - 0.2).abs() < 0.01, "retry share {share}");
+}

@@ -1,0 +1,91 @@
+//! `Retry-After` for 429/503: exponential backoff with a cap, plus enough jitter that a wave
+//! of refused clients does not come back in step (the recovery storm of seed 004).
+
+use rand::Rng;
+use std::time::Duration;
+
+use crate::config::RetryAfterConfig;
+
+/// `min(base · 2^k, cap)`: the deterministic part.
+pub fn backoff(config: &RetryAfterConfig, k: u32) -> Duration {
+    let factor = 1u64.checked_shl(k.min(63)).unwrap_or(u64::MAX);
+    Duration::from_millis(config.base_ms.saturating_mul(factor).min(config.cap_ms))
+}
+
+/// `backoff(k)` plus jitter uniform in `[0, jitter_ratio × backoff(k)]`. `k` is the client's
+/// retry count or the caller's consecutive refusals, whichever is larger.
+pub fn retry_after(config: &RetryAfterConfig, k: u32, rng: &mut impl Rng) -> Duration {
+    let backoff = backoff(config, k);
+    let jitter_max = backoff.as_secs_f64() * config.jitter_ratio;
+    if jitter_max <= 0.0 {
+        return backoff;
+    }
+    backoff + Duration::from_secs_f64(rng.random_range(0.0..=jitter_max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn backoff_doubles_per_retry_and_is_capped_at_sixty_seconds() {
+        let config = RetryAfterConfig::default();
+        let secs = |k| backoff(&config, k).as_secs();
+        assert_eq!(
+            [0, 1, 2, 5].map(secs),
+            [1, 2, 4, 32],
+            "base 1 s doubling per retry"
+        );
+        assert_eq!(secs(6), 60, "64 s is capped");
+        assert_eq!(secs(40), 60);
+        assert_eq!(secs(u32::MAX), 60, "huge retry counts cannot overflow");
+    }
+
+    #[test]
+    fn jitter_spreads_uniformly_over_half_the_backoff() {
+        let config = RetryAfterConfig::default();
+        let mut rng = StdRng::seed_from_u64(7);
+        let samples: Vec<f64> = (0..10_000)
+            .map(|_| retry_after(&config, 3, &mut rng).as_secs_f64())
+            .collect();
+        // Backoff 8 s; jitter within [0, 4] s.
+        assert!(samples.iter().all(|s| (8.0..=12.0).contains(s)));
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        assert!(
+            (mean - 10.0).abs() < 0.1,
+            "uniform jitter centres at +2 s, got {mean}"
+        );
+        let mut quarters = [0usize; 4];
+        for s in &samples {
+            quarters[(((s - 8.0) / 1.0) as usize).min(3)] += 1;
+        }
+        for count in quarters {
+            assert!(
+                (2_250..=2_750).contains(&count),
+                "not uniform: {quarters:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn jitter_rides_on_top_of_the_cap_and_can_be_disabled() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let config = RetryAfterConfig::default();
+        let capped: Vec<Duration> = (0..1_000)
+            .map(|_| retry_after(&config, 20, &mut rng))
+            .collect();
+        assert!(
+            capped
+                .iter()
+                .all(|d| *d >= Duration::from_secs(60) && *d <= Duration::from_secs(90))
+        );
+        assert!(capped.iter().any(|d| *d > Duration::from_secs(85)));
+        let exact = RetryAfterConfig {
+            jitter_ratio: 0.0,
+            ..RetryAfterConfig::default()
+        };
+        assert_eq!(retry_after(&exact, 2, &mut rng), Duration::from_secs(4));
+    }
+}

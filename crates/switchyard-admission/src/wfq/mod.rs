@@ -1,0 +1,6 @@
+//! Priority classes sharing the gateway's dispatch slots by weighted fair queuing.
+
+mod discipline;
+mod dispatcher;
+
+pub(crate) use dispatcher::{DispatchSlot, Dispatcher, QueueRefusal};

@@ -1,0 +1,249 @@
+//! Overload and recovery through the facade: P2 pause and resume, the capacity ramp with its
+//! step-back, retries held back while recovering, queue timeouts as a detector input.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use http::StatusCode;
+use std::time::Duration;
+use support::{Fixture, counter, fixture, run_pending, tags};
+use switchyard_admission::{AdmissionConfig, GatewayState, code, gate};
+use switchyard_core::{Priority, RequestTags};
+
+const S: Duration = Duration::from_secs(1);
+
+fn with_slots(max_concurrent: u32) -> Fixture {
+    fixture(AdmissionConfig {
+        max_concurrent,
+        ..AdmissionConfig::default()
+    })
+}
+
+fn overload(f: &Fixture) {
+    f.admission.report_fleet(0.8);
+    f.clock.advance(S * 5);
+    f.admission.tick();
+    assert_eq!(f.admission.state(), GatewayState::Overloaded);
+}
+
+fn recover(f: &Fixture) {
+    f.admission.report_fleet(0.1);
+    f.clock.advance(S * 15);
+    f.admission.tick();
+    assert_eq!(f.admission.state(), GatewayState::Recovering);
+}
+
+#[tokio::test]
+async fn overload_pauses_p2_and_recovery_resumes_it() {
+    let f = with_slots(10);
+    drop(
+        f.admission
+            .admit(&tags("anonymous", Priority::P2), 1)
+            .await
+            .expect("normal: P2 runs"),
+    );
+    overload(&f);
+    let snapshot = f.admission.snapshot();
+    assert!(snapshot.p2_paused);
+    assert_eq!(
+        (snapshot.capacity_ratio, snapshot.dispatch_capacity),
+        (0.3, 3)
+    );
+    let refused = f
+        .admission
+        .admit(&tags("anonymous", Priority::P2), 1)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (refused.status, refused.gate, refused.code),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            gate::QUEUE,
+            code::P2_PAUSED
+        )
+    );
+    assert!(refused.retry_after >= S);
+    drop(
+        f.admission
+            .admit(&tags("anonymous", Priority::P1), 1)
+            .await
+            .expect("online traffic still runs"),
+    );
+    recover(&f);
+    assert!(!f.admission.snapshot().p2_paused);
+    drop(
+        f.admission
+            .admit(&tags("anonymous", Priority::P2), 1)
+            .await
+            .expect("P2 resumed"),
+    );
+}
+
+#[tokio::test]
+async fn the_ramp_climbs_thirty_fifty_eighty_hundred_and_steps_back_on_an_error_rebound() {
+    let f = with_slots(100);
+    overload(&f);
+    recover(&f);
+    let capacity = || f.admission.snapshot().dispatch_capacity;
+    assert_eq!(capacity(), 30);
+    f.clock.advance(S * 30);
+    f.admission.tick();
+    assert_eq!(capacity(), 50);
+    for _ in 0..20 {
+        let mut permit = f
+            .admission
+            .admit(&tags("anonymous", Priority::P1), 1)
+            .await
+            .unwrap();
+        permit.mark_failed();
+        permit.settle(1);
+    }
+    assert_eq!(capacity(), 30, "errors rebounded: one level back");
+    assert_eq!(
+        counter(
+            &f.registry,
+            "switchyard_admission_ramp_steps_total",
+            &[("direction", "back")]
+        ),
+        1.0
+    );
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        f.clock.advance(S * 30);
+        f.admission.tick();
+        seen.push(capacity());
+    }
+    assert_eq!(seen, vec![50, 80, 100]);
+    assert_eq!(
+        f.admission.state(),
+        GatewayState::Recovering,
+        "the top level is held too"
+    );
+    f.clock.advance(S * 30);
+    f.admission.tick();
+    assert_eq!(f.admission.state(), GatewayState::Normal);
+    for (from, to) in [
+        ("normal", "overloaded"),
+        ("overloaded", "recovering"),
+        ("recovering", "normal"),
+    ] {
+        let n = counter(
+            &f.registry,
+            "switchyard_admission_state_transitions_total",
+            &[("from", from), ("to", to)],
+        );
+        assert_eq!(n, 1.0, "{from} → {to}");
+    }
+}
+
+#[tokio::test]
+async fn while_recovering_new_requests_go_before_retries() {
+    let f = with_slots(100);
+    let retry = RequestTags {
+        client_retry: 1,
+        ..tags("anonymous", Priority::P1)
+    };
+    drop(
+        f.admission
+            .admit(&retry, 1)
+            .await
+            .expect("normal: retries are admitted"),
+    );
+    overload(&f);
+    recover(&f);
+    let refused = f.admission.admit(&retry, 1).await.unwrap_err();
+    assert_eq!(
+        (refused.status, refused.gate, refused.code),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            gate::RECOVERY,
+            code::RETRY_DEFERRED
+        )
+    );
+    for _ in 0..4 {
+        drop(
+            f.admission
+                .admit(&tags("anonymous", Priority::P1), 1)
+                .await
+                .unwrap(),
+        );
+    }
+    drop(
+        f.admission
+            .admit(&retry, 1)
+            .await
+            .expect("20 %: one retry per four new requests"),
+    );
+    assert!(f.admission.admit(&retry, 1).await.is_err());
+    assert_eq!(
+        counter(
+            &f.registry,
+            "switchyard_admission_client_retries_total",
+            &[("outcome", "deferred")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        counter(
+            &f.registry,
+            "switchyard_admission_client_retries_total",
+            &[("outcome", "admitted")]
+        ),
+        2.0
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn queue_timeouts_drive_the_gateway_into_overload() {
+    let f = with_slots(1);
+    let held = f
+        .admission
+        .admit(&tags("anonymous", Priority::P1), 1)
+        .await
+        .unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..25 {
+        let admission = f.admission.clone();
+        waiters.push(tokio::spawn(async move {
+            admission
+                .admit(&tags("anonymous", Priority::P1), 1)
+                .await
+                .unwrap_err()
+        }));
+    }
+    run_pending().await;
+    assert_eq!(f.admission.snapshot().queued.p1, 25);
+    let started = tokio::time::Instant::now();
+    for waiter in waiters {
+        let refused = waiter.await.unwrap();
+        assert_eq!(
+            (refused.gate, refused.code),
+            (gate::QUEUE, code::QUEUE_TIMEOUT)
+        );
+    }
+    assert_eq!(started.elapsed(), S * 2, "the P1 queue timeout");
+    assert_eq!(
+        f.admission.state(),
+        GatewayState::Normal,
+        "the entry signal must hold first"
+    );
+    f.clock.advance(S * 5);
+    f.admission.tick();
+    assert_eq!(f.admission.state(), GatewayState::Overloaded);
+    let signals = f.admission.snapshot().signals;
+    assert_eq!(signals.refusal_rate, Some(25.0 / 26.0));
+    drop(held);
+}
+
+#[tokio::test]
+async fn the_snapshot_serialises_for_the_admin_api() {
+    let f = with_slots(10);
+    overload(&f);
+    recover(&f);
+    let json = serde_json::to_value(f.admission.snapshot()).unwrap();
+    assert_eq!(json["state"], "recovering");
+    assert_eq!(json["ramp_level"], 0);
+    assert_eq!(json["dispatch_capacity"], 3);
+    assert_eq!(json["queued"]["p2"], 0);
+    assert_eq!(json["anonymous"], true);
+}

@@ -1,0 +1,67 @@
+//! Latency figures for the overload marker: scraped histograms or gateway observations,
+//! turned into per-window TTFT/TPOT p90.
+
+mod histogram;
+mod observed;
+mod prom_text;
+mod window;
+
+pub(crate) use observed::ObservedLatency;
+pub use window::{LatencyFigures, LatencySource};
+pub(crate) use window::{Reading, WindowTracker};
+
+/// TTFT histogram names, in order of preference.
+const TTFT_FAMILIES: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "sglang:time_to_first_token_seconds",
+];
+/// TPOT (inter-token latency) histogram names, in order of preference.
+const TPOT_FAMILIES: &[&str] = &[
+    "vllm:time_per_output_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "sglang:time_per_output_token_seconds",
+    "sglang:inter_token_latency_seconds",
+];
+
+/// The worker's TTFT and TPOT histograms from a `/metrics` body; `None` when it has no known
+/// TTFT histogram (then the gateway's own observations are used instead).
+pub(crate) fn reading_from_metrics(text: &str) -> Option<Reading> {
+    let wanted: Vec<&str> = TTFT_FAMILIES.iter().chain(TPOT_FAMILIES).copied().collect();
+    let mut families = prom_text::parse_histograms(text, &wanted);
+    let ttft = TTFT_FAMILIES.iter().find_map(|n| families.remove(*n))?;
+    let tpot = TPOT_FAMILIES
+        .iter()
+        .find_map(|n| families.remove(*n))
+        .unwrap_or_default();
+    Some(Reading {
+        source: LatencySource::Metrics,
+        ttft,
+        tpot,
+    })
+}
+
+pub(crate) fn reading_from_observed(observed: &ObservedLatency) -> Reading {
+    let (ttft, tpot) = observed.snapshot();
+    Reading {
+        source: LatencySource::GatewayObserved,
+        ttft,
+        tpot,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sglang_names_are_recognised_and_unknown_metrics_fall_back() {
+        let text = "sglang:time_to_first_token_seconds_bucket{le=\"1\"} 2\n\
+                    sglang:time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n\
+                    sglang:inter_token_latency_seconds_bucket{le=\"+Inf\"} 7\n";
+        let reading = reading_from_metrics(text).unwrap();
+        assert_eq!(reading.source, LatencySource::Metrics);
+        assert_eq!(reading.ttft.series.len(), 1);
+        assert_eq!(reading.tpot.series.len(), 1);
+        assert!(reading_from_metrics("llamacpp:tokens_predicted_total 5\n").is_none());
+    }
+}

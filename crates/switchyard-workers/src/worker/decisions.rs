@@ -1,0 +1,230 @@
+//! The supervisor's decisions, apart from the actor plumbing: the health streaks and the
+//! hysteresis judge, and what their verdicts do to the worker's published condition.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::breaker::BreakerParams;
+use crate::config::HealthConfig;
+use crate::handle::WorkerHandle;
+use crate::health_tracker::{HealthTracker, HealthVerdict};
+use crate::judge::{Judge, JudgeThresholds, OverloadReason, ProbeVerdict, WindowVerdict};
+use crate::latency::LatencyFigures;
+use crate::metrics::Family;
+use crate::status::TransitionReason;
+
+/// How one overload probe went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProbeResult {
+    Success,
+    /// No answer within `prober.latency_bound_ms`.
+    Timeout,
+    /// Transport error, non-2xx status, or no model known to probe with.
+    Error,
+}
+
+impl ProbeResult {
+    fn label(self) -> &'static str {
+        match self {
+            ProbeResult::Success => "success",
+            ProbeResult::Timeout => "timeout",
+            ProbeResult::Error => "error",
+        }
+    }
+}
+
+pub(crate) struct WorkerCore {
+    handle: Arc<WorkerHandle>,
+    health: HealthTracker,
+    judge: Judge,
+}
+
+impl WorkerCore {
+    /// Resumes from what the handle publishes, so a restarted supervisor keeps the state.
+    pub(crate) fn new(handle: Arc<WorkerHandle>) -> Self {
+        Self {
+            health: HealthTracker::new(handle.is_healthy()),
+            judge: Judge::resume(handle.is_overloaded()),
+            handle,
+        }
+    }
+
+    /// The prober runs exactly while the worker is marked overloaded.
+    pub(crate) fn wants_prober(&self) -> bool {
+        self.judge.is_overloaded()
+    }
+
+    pub(crate) fn on_health(&mut self, success: bool, config: &HealthConfig) {
+        let h = &self.handle;
+        let (counter, label) = if success {
+            (&h.flags.health_successes, "success")
+        } else {
+            (&h.flags.health_failures, "failure")
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        h.series.count(Family::HealthChecks, label);
+        let c = &config.health;
+        match self
+            .health
+            .observe(success, c.unhealthy_threshold, c.healthy_threshold)
+        {
+            HealthVerdict::BecameUnhealthy => h.set_healthy(false),
+            HealthVerdict::BecameHealthy => h.set_healthy(true),
+            HealthVerdict::Healthy | HealthVerdict::Suspect | HealthVerdict::Unhealthy => {}
+        }
+    }
+
+    pub(crate) fn on_window(&mut self, figures: &LatencyFigures, config: &HealthConfig) {
+        let verdict = self
+            .judge
+            .observe_window(figures, &JudgeThresholds::from_config(config));
+        let h = &self.handle;
+        let label = match verdict {
+            WindowVerdict::Inactive => {
+                h.set_overloaded(false, TransitionReason::ClearedInactive);
+                "inactive"
+            }
+            WindowVerdict::NoData => "no_data",
+            WindowVerdict::Normal => "normal",
+            WindowVerdict::Marked(reason) => {
+                let reason = match reason {
+                    OverloadReason::Ttft => TransitionReason::OverloadedTtft,
+                    OverloadReason::Tpot => TransitionReason::OverloadedTpot,
+                };
+                h.set_overloaded(true, reason);
+                "marked"
+            }
+            WindowVerdict::Sparse => "sparse",
+            WindowVerdict::Locked => "locked",
+            WindowVerdict::AwaitingProbe => "awaiting_probe",
+            WindowVerdict::Recovered => {
+                h.set_overloaded(false, TransitionReason::Recovered);
+                "recovered"
+            }
+        };
+        h.series.count(Family::JudgeWindows, label);
+    }
+
+    pub(crate) fn on_probe(&mut self, result: ProbeResult, config: &HealthConfig) {
+        let h = &self.handle;
+        let success = result == ProbeResult::Success;
+        let counter = if success {
+            &h.flags.probe_successes
+        } else {
+            &h.flags.probe_failures
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        h.series.count(Family::Probes, result.label());
+        match self
+            .judge
+            .observe_probe(success, &JudgeThresholds::from_config(config))
+        {
+            ProbeVerdict::Recovered => h.set_overloaded(false, TransitionReason::Recovered),
+            ProbeVerdict::Rearmed => h.note(TransitionReason::Rearmed),
+            ProbeVerdict::Ignored if !config.latency_aware.active => {
+                h.set_overloaded(false, TransitionReason::ClearedInactive);
+            }
+            ProbeVerdict::Ignored | ProbeVerdict::Counting | ProbeVerdict::Confirmed => {}
+        }
+    }
+
+    /// A reload: switching the marker off clears the mark at once; breaker parameters apply
+    /// immediately; intervals are read by the children on their next tick.
+    pub(crate) fn on_config(&mut self, config: &HealthConfig) {
+        if !config.latency_aware.active {
+            self.judge.clear();
+            self.handle
+                .set_overloaded(false, TransitionReason::ClearedInactive);
+        }
+        self.handle
+            .reconfigure_breaker(BreakerParams::from_config(&config.breaker));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::tests::test_context;
+    use crate::latency::LatencySource;
+    use crate::spec::WorkerSpec;
+    use crate::status::Routability;
+    use switchyard_core::WorkerId;
+
+    fn core() -> (WorkerCore, Arc<WorkerHandle>) {
+        let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
+        let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &test_context()).unwrap());
+        (WorkerCore::new(Arc::clone(&handle)), handle)
+    }
+
+    fn figures(ttft: f64, tpot: f64) -> LatencyFigures {
+        LatencyFigures {
+            source: LatencySource::Metrics,
+            ttft_p90_seconds: Some(ttft),
+            tpot_p90_seconds: Some(tpot),
+            ttft_samples: 50,
+            tpot_samples: 500,
+            window_seconds: 5.0,
+        }
+    }
+
+    #[test]
+    fn health_results_flip_the_published_flag() {
+        let (mut core, handle) = core();
+        let config = HealthConfig::default();
+        for _ in 0..3 {
+            core.on_health(false, &config);
+        }
+        assert_eq!(handle.routability(), Routability::Unhealthy);
+        for _ in 0..5 {
+            core.on_health(true, &config);
+        }
+        assert_eq!(handle.routability(), Routability::Routable);
+        let counters = handle.status().counters;
+        assert_eq!(
+            (
+                counters.health_check_failures,
+                counters.health_check_successes
+            ),
+            (3, 5)
+        );
+        assert_eq!(counters.transitions, 2);
+    }
+
+    #[test]
+    fn overload_mark_needs_latency_and_probes_and_survives_a_restart() {
+        let (mut core, handle) = core();
+        let config = HealthConfig::default();
+        core.on_window(&figures(31.0, 0.01), &config);
+        assert!(core.wants_prober());
+        assert_eq!(handle.routability(), Routability::Overloaded);
+        // The supervisor restarts: the mark is resumed from the handle.
+        let mut core = WorkerCore::new(Arc::clone(&handle));
+        assert!(core.wants_prober());
+        core.on_window(&figures(1.0, 0.01), &config);
+        assert!(handle.is_overloaded());
+        core.on_probe(ProbeResult::Success, &config);
+        core.on_probe(ProbeResult::Timeout, &config);
+        for _ in 0..3 {
+            core.on_probe(ProbeResult::Success, &config);
+        }
+        assert!(!handle.is_overloaded());
+        assert!(!core.wants_prober());
+        let counters = handle.status().counters;
+        assert_eq!((counters.probe_successes, counters.probe_failures), (4, 1));
+    }
+
+    #[test]
+    fn switching_the_marker_off_clears_at_once() {
+        let (mut core, handle) = core();
+        let mut config = HealthConfig::default();
+        core.on_window(&figures(1.0, 0.5), &config);
+        assert!(handle.is_overloaded());
+        config.latency_aware.active = false;
+        core.on_config(&config);
+        assert!(!handle.is_overloaded());
+        assert!(!core.wants_prober());
+        core.on_window(&figures(100.0, 5.0), &config);
+        assert!(!handle.is_overloaded(), "no marks while inactive");
+        assert_eq!(handle.status().last_transition, Some("cleared_inactive"));
+    }
+}

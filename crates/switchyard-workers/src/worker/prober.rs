@@ -1,0 +1,110 @@
+//! Child actor, alive only while the worker is marked overloaded: sends a one-token
+//! completion at a fixed cadence and reports each result to the supervisor's judge.
+//! Probes carry `x-switchyard-purpose: probe` and never touch the breaker or the observed
+//! latencies, so they never count as user traffic.
+
+use bytes::Bytes;
+use http::{Method, Request, header};
+use http_body_util::Full;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::time::Instant;
+use switchyard_core::Purpose;
+use tracing::debug;
+
+use super::decisions::ProbeResult;
+use super::{ChildArgs, Tick, WorkerMsg};
+use crate::config::{HealthConfig, ms};
+use crate::http_client::{FetchError, fetch};
+
+pub(crate) const PURPOSE_HEADER: &str = "x-switchyard-purpose";
+const MAX_BODY: usize = 256 * 1024;
+
+pub(crate) struct Prober;
+
+pub(crate) struct ProberArgs {
+    pub child: ChildArgs,
+    /// Results from an earlier prober (a previous overload episode) are told apart by this.
+    pub generation: u64,
+}
+
+impl Actor for Prober {
+    type Msg = Tick;
+    type State = ProberArgs;
+    type Arguments = ProberArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        // The first probe waits one period: the worker was just found overloaded.
+        let period = ms(args.child.handle.config.load().prober.interval_ms);
+        myself.send_after(period, || Tick);
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        _tick: Tick,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let config = state.child.handle.config.load();
+        let started = Instant::now();
+        let result = probe(&state.child, &config).await;
+        let _ = state.child.supervisor.send_message(WorkerMsg::Probe {
+            generation: state.generation,
+            result,
+        });
+        let period = ms(config.prober.interval_ms);
+        myself.send_after(period.saturating_sub(started.elapsed()), || Tick);
+        Ok(())
+    }
+}
+
+async fn probe(args: &ChildArgs, config: &HealthConfig) -> ProbeResult {
+    let handle = &args.handle;
+    let worker = handle.name();
+    let Some(model) = handle.models().and_then(|m| m.first().cloned()) else {
+        debug!(worker, "no model known to probe with");
+        return ProbeResult::Error;
+    };
+    let body = serde_json::json!({
+        "model": model,
+        "prompt": config.prober.prompt,
+        "max_tokens": 1,
+        "stream": false,
+    });
+    let request = handle
+        .uri_for(&config.prober.path)
+        .map_err(|e| e.to_string())
+        .and_then(|uri| {
+            Request::builder()
+                .method(Method::POST)
+                .uri(uri)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(PURPOSE_HEADER, Purpose::Probe.as_str())
+                .body(Full::new(Bytes::from(body.to_string())))
+                .map_err(|e| e.to_string())
+        });
+    let request = match request {
+        Ok(request) => request,
+        Err(error) => {
+            debug!(worker, %error, "cannot build probe request");
+            return ProbeResult::Error;
+        }
+    };
+    let bound = ms(config.prober.latency_bound_ms);
+    match fetch(&args.client, request, bound, MAX_BODY).await {
+        Ok((status, _)) if status.is_success() => ProbeResult::Success,
+        Ok((status, _)) => {
+            debug!(worker, %status, "probe failed");
+            ProbeResult::Error
+        }
+        Err(FetchError::Timeout(_)) => ProbeResult::Timeout,
+        Err(error) => {
+            debug!(worker, %error, "probe failed");
+            ProbeResult::Error
+        }
+    }
+}
