@@ -1,0 +1,1 @@
+//! Placeholder written by the lead so the workspace loads; the chaos-suite engineer replaces it.
