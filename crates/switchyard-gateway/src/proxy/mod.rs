@@ -7,7 +7,7 @@ mod forward;
 mod metered_body;
 mod retry;
 pub mod retry_budget;
-mod select;
+pub mod select;
 mod usage;
 
 use axum::body::Body;

@@ -57,16 +57,10 @@ pub fn select_worker(
                 id: worker.id(),
                 in_flight: worker.in_flight(),
             }),
-            reason => {
-                metrics
-                    .workers_filtered
-                    .with_label_values(&[reason_label(reason)])
-                    .inc();
-                filtered.push((worker, reason));
-            }
+            reason => filtered.push((worker, reason)),
         }
     }
-    metrics.filtered_per_request.observe(filtered.len() as f64);
+    count_filtered(state, &filtered);
     if candidates.is_empty() {
         return fallback(state, &filtered);
     }
@@ -92,6 +86,36 @@ pub fn select_worker(
             ApiError::internal("routing policy chose a worker that is not a candidate")
         })?;
     Ok((worker, decision))
+}
+
+/// One counter update per reason present, not per filtered worker: label lookups hash.
+fn count_filtered(state: &AppState, filtered: &[(&Arc<WorkerHandle>, Routability)]) {
+    let metrics = &state.metrics;
+    metrics.filtered_per_request.observe(filtered.len() as f64);
+    if filtered.is_empty() {
+        return;
+    }
+    let mut counts = [0u64; 4];
+    for (_, reason) in filtered {
+        let slot = match reason {
+            Routability::Draining => 0,
+            Routability::Unhealthy => 1,
+            Routability::CircuitOpen => 2,
+            Routability::Overloaded | Routability::Routable => 3,
+        };
+        counts[slot] += 1;
+    }
+    for (slot, label) in ["draining", "unhealthy", "circuit_open", "overloaded"]
+        .iter()
+        .enumerate()
+    {
+        if counts[slot] > 0 {
+            metrics
+                .workers_filtered
+                .with_label_values(&[label])
+                .inc_by(counts[slot]);
+        }
+    }
 }
 
 /// Seed 000 §5: a *logical* hit (the prompt's prefix is cached on some worker) becomes a
