@@ -3,6 +3,7 @@
 use http::{HeaderMap, StatusCode};
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use switchyard_core::{Clock, Priority, QuotaLedger, RequestTags};
 use tracing::{info, warn};
 
@@ -22,7 +23,7 @@ use crate::wfq::{Dispatcher, QueueRefusal};
 /// Admission control for one gateway process; cheap to clone (shared).
 #[derive(Clone)]
 pub struct Admission {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
@@ -34,6 +35,8 @@ pub(crate) struct Inner {
     // Lock order: detector, then dispatcher (applying a transition); never the reverse.
     pub(crate) detector: Mutex<OverloadDetector>,
     pub(crate) metrics: AdmissionMetrics,
+    /// Degradation's share of `max_concurrent` (f64 bits), on top of the recovery ramp's.
+    pub(crate) degradation_ratio: AtomicU64,
 }
 
 impl Admission {
@@ -68,6 +71,7 @@ impl Admission {
             dispatcher,
             detector,
             metrics,
+            degradation_ratio: AtomicU64::new(1.0_f64.to_bits()),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -294,8 +298,7 @@ impl Inner {
                 }
             }
         }
-        let slots = (f64::from(self.config.max_concurrent) * ratio).ceil() as usize;
-        self.dispatcher.set_capacity(slots);
+        self.dispatcher.set_capacity(self.dispatch_slots(ratio));
         self.dispatcher
             .set_paused(Priority::P2, detector.state() == GatewayState::Overloaded);
         self.metrics.set_state(detector.state(), ratio);

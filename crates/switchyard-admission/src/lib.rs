@@ -17,6 +17,7 @@
 //! `Admission` is the facade the gateway calls; `AdmissionSnapshot` feeds `/admin/admission`.
 
 mod admission;
+mod capacity;
 mod config;
 mod error;
 mod gates;

@@ -34,6 +34,7 @@ pub(crate) struct AdmissionMetrics {
     ramp_steps: IntCounterVec,
     bucket_settlements: IntCounterVec,
     filtered_share: Gauge,
+    degradation_ratio: Gauge,
 }
 
 impl AdmissionMetrics {
@@ -138,7 +139,13 @@ impl AdmissionMetrics {
         registry.register(Box::new(ramp_ratio.clone()))?;
         registry.register(Box::new(ramp_steps.clone()))?;
         registry.register(Box::new(bucket_settlements.clone()))?;
+        let degradation_ratio = Gauge::new(
+            "switchyard_admission_degradation_capacity_ratio",
+            "Share of max_concurrent that graded degradation allows (1 when undegraded).",
+        )?;
+        degradation_ratio.set(1.0);
         registry.register(Box::new(filtered_share.clone()))?;
+        registry.register(Box::new(degradation_ratio.clone()))?;
         for outcome in Settlement::ALL {
             bucket_settlements.with_label_values(&[outcome.as_str()]);
         }
@@ -163,6 +170,7 @@ impl AdmissionMetrics {
             ramp_steps,
             bucket_settlements,
             filtered_share,
+            degradation_ratio,
         };
         metrics.set_state(GatewayState::Normal, 1.0);
         Ok(metrics)
@@ -201,6 +209,10 @@ impl AdmissionMetrics {
                 .set(i64::from(candidate == state));
         }
         self.ramp_ratio.set(capacity_ratio);
+    }
+
+    pub(crate) fn set_degradation_ratio(&self, ratio: f64) {
+        self.degradation_ratio.set(ratio);
     }
 
     pub(crate) fn transition(&self, from: GatewayState, to: GatewayState) {

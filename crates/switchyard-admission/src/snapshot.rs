@@ -11,8 +11,10 @@ use crate::overload::{GatewayState, OverloadSignals};
 pub struct AdmissionSnapshot {
     pub state: GatewayState,
     pub state_for_secs: f64,
-    /// Share of `max_concurrent` admitted now.
+    /// Share of `max_concurrent` the recovery ramp admits now.
     pub capacity_ratio: f64,
+    /// Share of `max_concurrent` graded degradation allows (1.0 when undegraded).
+    pub degradation_ratio: f64,
     /// Ramp level index and its time so far, while recovering.
     pub ramp_level: Option<usize>,
     pub ramp_level_for_secs: Option<f64>,
@@ -79,6 +81,7 @@ pub(crate) fn take(inner: &Inner) -> AdmissionSnapshot {
         state,
         state_for_secs: now.saturating_duration_since(since).as_secs_f64(),
         capacity_ratio: ratio,
+        degradation_ratio: inner.degradation_ratio(),
         ramp_level: recovering.then_some(level),
         ramp_level_for_secs: recovering
             .then(|| now.saturating_duration_since(level_since).as_secs_f64()),

@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod reload;
 pub mod server;
 pub mod state;
+pub mod warmup;
 
 pub use config::{Config, ConfigError};
 pub use server::{GatewayHandle, StartError, StartOptions, start, start_with};

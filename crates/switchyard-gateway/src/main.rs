@@ -139,6 +139,7 @@ fn main() -> anyhow::Result<()> {
                     admin_key,
                     config_path: args.config.clone(),
                     config_overrides: Some(Arc::new(move |c| apply_flags(&flags, c))),
+                    ..StartOptions::default()
                 };
                 let gateway = switchyard_gateway::start_with(config, options).await?;
                 demo::wait_for_shutdown_signal().await;

@@ -39,6 +39,8 @@ pub enum StartError {
     Metrics(#[from] crate::metrics::MetricsError),
     #[error("admission: {0}")]
     Admission(#[from] switchyard_admission::AdmissionError),
+    #[error("warmup: {0}")]
+    Warmup(#[from] crate::warmup::WarmupStartError),
 }
 
 /// Keeps routing structures and metrics in step with registry membership.
@@ -88,6 +90,8 @@ pub struct StartOptions {
     /// command-line overrides to re-apply to it on every change.
     pub config_path: Option<PathBuf>,
     pub config_overrides: Option<ConfigOverrides>,
+    /// Clock of warmup, degradation and the response cache (tests drive it by hand).
+    pub warmup_clock: Option<switchyard_warmup::WallClock>,
 }
 
 /// A running gateway. Dropping it without `shutdown` leaves the server running until the
@@ -100,6 +104,7 @@ pub struct GatewayHandle {
     registry_task: JoinHandle<()>,
     watcher: Option<JoinHandle<()>>,
     admission_ticker: JoinHandle<()>,
+    warmup_tasks: crate::warmup::WarmupTasks,
 }
 
 impl GatewayHandle {
@@ -130,6 +135,7 @@ impl GatewayHandle {
             warn!("in-flight requests outlived the shutdown grace period; aborting them");
             self.server.abort();
         }
+        self.warmup_tasks.stop().await;
         self.state.registry.stop();
         let _ = (&mut self.registry_task).await;
     }
@@ -201,9 +207,17 @@ pub async fn start_with(
         clock,
         metrics.registry(),
     )?;
+    let warmup = crate::warmup::start(
+        &config,
+        &admission,
+        metrics.registry(),
+        options.warmup_clock,
+    )
+    .await?;
     let followers: Vec<Arc<dyn Reconfigure>> = vec![
         Arc::new(RetryFollower(Arc::clone(&retry_budget))),
         Arc::new(HealthFollower(registry.clone())),
+        warmup.follower(),
     ];
     let live = Arc::new(LiveConfig::new(config, followers, audit));
     let state = Arc::new(AppState {
@@ -216,7 +230,9 @@ pub async fn start_with(
         admission,
         ledger,
         admin_key,
+        warmup: warmup.runtime(),
     });
+    let warmup_tasks = warmup.bind(&state);
     let admission_ticker = spawn_admission_ticker(Arc::clone(&state));
     let overrides = options
         .config_overrides
@@ -247,6 +263,7 @@ pub async fn start_with(
         registry_task,
         watcher,
         admission_ticker,
+        warmup_tasks,
     })
 }
 

@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::proxy::retry_budget::RetryBudget;
 use crate::reload::LiveConfig;
+use crate::warmup::WarmupRuntime;
 
 /// Everything a request handler needs, shared by `Arc`. Nothing here takes a lock on the
 /// request path: the worker set is an atomically swapped snapshot, loads are atomics.
@@ -22,6 +23,8 @@ pub struct AppState {
     pub ledger: Arc<InMemoryLedger>,
     /// `None` disables the admin API.
     pub admin_key: Option<String>,
+    /// Warmup manager, degradation controller and view, response cache (issue 7).
+    pub warmup: WarmupRuntime,
 }
 
 impl AppState {

@@ -2,6 +2,7 @@
 //! invalid value reported with its field path. `config/switchyard.toml` documents it all.
 
 mod validate;
+mod warmup;
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -14,6 +15,7 @@ pub use switchyard_workers::HealthConfig;
 
 pub use crate::proxy::retry_budget::RetryConfig;
 
+pub use switchyard_warmup::{DegradationConfig, WarmupConfig};
 pub use validate::ConfigError;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -29,6 +31,10 @@ pub struct Config {
     pub admission: AdmissionConfig,
     pub admin: AdminConfig,
     pub workers: Vec<WorkerSpec>,
+    /// Warmup tiers, budget and ramp (`switchyard-warmup`).
+    pub warmup: WarmupConfig,
+    /// Graded degradation, model downgrade chains and the response cache.
+    pub degradation: DegradationConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

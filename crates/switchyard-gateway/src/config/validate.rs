@@ -77,6 +77,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
         .health
         .validate()
         .map_err(|e| ConfigError::invalid(format!("health.{}", e.field), e.reason.clone()))?;
+    super::warmup::validate(config)?;
     let mut names = HashSet::new();
     for (i, worker) in config.workers.iter().enumerate() {
         worker

@@ -14,7 +14,7 @@ use crate::reload::{ReloadError, set_path};
 use crate::state::{AppState, SharedState};
 
 /// Checks `Authorization: Bearer <key>` (or `x-api-key`) against the configured admin key.
-fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(expected) = state.admin_key.as_deref() else {
         return Err(ApiError::forbidden(
             "admin_disabled",
@@ -143,7 +143,7 @@ fn registry_error(error: RegistryError) -> ApiError {
 
 /// The principal an admin call is attributed to in the audit log. Until named admin keys
 /// exist this is the caller's `x-switchyard-principal` header (default `admin`).
-fn principal(headers: &HeaderMap) -> String {
+pub(super) fn principal(headers: &HeaderMap) -> String {
     headers
         .get("x-switchyard-principal")
         .and_then(|v| v.to_str().ok())

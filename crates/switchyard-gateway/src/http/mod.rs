@@ -3,6 +3,7 @@
 mod admin;
 mod inference;
 mod ops;
+mod warmup;
 
 use axum::Router;
 use axum::routing::{delete, get, post};
@@ -29,6 +30,12 @@ pub fn router(state: SharedState) -> Router {
         )
         .route("/admin/config/audit", get(admin::config_audit))
         .route("/admin/admission", get(admin::admission))
+        .route("/admin/warmup", get(warmup::warmup))
+        .route(
+            "/admin/degradation",
+            get(warmup::degradation).put(warmup::force_degradation),
+        )
+        .route("/admin/degradation/drill", post(warmup::drill))
         .fallback(not_found)
         .with_state(state)
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use switchyard_admission::AdmissionPermit;
 use switchyard_workers::{CallOutcome, InFlightGuard, WorkerHandle};
 
+use super::finish::FinishHook;
 use super::metered_body::{GatewayInFlight, MeteredBody, ResponseMeter};
 use super::{REQUEST_ID_HEADER, WORKER_HEADER};
 use crate::error::ApiError;
@@ -185,6 +186,7 @@ pub fn respond(
     upstream: UpstreamResponse,
     gateway_in_flight: GatewayInFlight,
     permit: AdmissionPermit,
+    on_finish: Option<FinishHook>,
 ) -> Response {
     let UpstreamResponse {
         parts,
@@ -219,6 +221,8 @@ pub fn respond(
         _gateway_in_flight: gateway_in_flight,
         permit: Some(permit),
         sent_at,
+        status: parts.status,
+        on_finish,
     };
     let mut response = Response::new(Body::new(MeteredBody::new(body, meter, is_sse)));
     *response.status_mut() = parts.status;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use switchyard_admission::AdmissionPermit;
 use switchyard_workers::{CallOutcome, InFlightGuard};
 
+use super::finish::{Capture, FinishHook, Finished};
 use super::usage::UsageSniffer;
 
 use crate::metrics::Metrics;
@@ -43,6 +44,9 @@ pub struct ResponseMeter {
     pub permit: Option<AdmissionPermit>,
     /// When the request went to the worker: TTFT and TPOT observations start here.
     pub sent_at: Instant,
+    pub status: http::StatusCode,
+    /// Told how the response ended (spend by purpose, the response cache).
+    pub on_finish: Option<FinishHook>,
 }
 
 /// The worker's response body passed through frame by frame (never buffered), measuring
@@ -55,11 +59,17 @@ pub struct MeteredBody {
     ended: bool,
     usage: UsageSniffer,
     first_frame_at: Option<Instant>,
+    capture: Capture,
 }
 
 impl MeteredBody {
     pub fn new(inner: Incoming, meter: ResponseMeter, is_sse: bool) -> Self {
+        let capture_limit = match &meter.on_finish {
+            Some(hook) if !is_sse => hook.capture_limit,
+            _ => 0,
+        };
         Self {
+            capture: Capture::new(capture_limit),
             inner,
             meter: Some(meter),
             is_sse,
@@ -97,6 +107,7 @@ impl MeteredBody {
                 .request_duration
                 .with_label_values(&[meter.route.label()])
                 .observe(meter.started.elapsed().as_secs_f64());
+            let mut tokens = None;
             if let Some(mut permit) = meter.permit.take() {
                 if failed {
                     permit.mark_failed();
@@ -105,7 +116,16 @@ impl MeteredBody {
                     .usage
                     .total_tokens()
                     .unwrap_or_else(|| permit.estimated_tokens());
+                tokens = Some(actual);
                 permit.settle(actual);
+            }
+            if let Some(hook) = meter.on_finish.take() {
+                (hook.callback)(Finished {
+                    status: meter.status,
+                    tokens: tokens.or_else(|| self.usage.total_tokens()).unwrap_or(0),
+                    incomplete: failed,
+                    body: if failed { None } else { self.capture.take() },
+                });
             }
         }
     }
@@ -132,6 +152,7 @@ impl Body for MeteredBody {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     this.usage.observe(data);
+                    this.capture.observe(data);
                 }
                 if this.first_frame_at.is_none() && frame.is_data() {
                     let now = Instant::now();
@@ -202,7 +223,17 @@ impl Body for MeteredBody {
 
 impl Drop for MeteredBody {
     fn drop(&mut self) {
-        if let Some(meter) = &self.meter {
+        if let Some(meter) = &mut self.meter {
+            if let Some(hook) = meter.on_finish.take() {
+                // The permit books its estimate when it drops with the meter.
+                let tokens = meter.permit.as_ref().map_or(0, |p| p.estimated_tokens());
+                (hook.callback)(Finished {
+                    status: meter.status,
+                    tokens,
+                    incomplete: true,
+                    body: None,
+                });
+            }
             if self.is_sse && self.first_frame_at.is_none() {
                 meter
                     ._worker_in_flight

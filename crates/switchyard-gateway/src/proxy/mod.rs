@@ -3,7 +3,8 @@
 //! streamed response. Later stages (admission, prefilters) slot in as their own modules.
 
 mod body_limit;
-mod forward;
+pub mod finish;
+pub(crate) mod forward;
 mod metered_body;
 mod retry;
 pub mod retry_budget;
@@ -12,8 +13,10 @@ mod usage;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use std::time::Instant;
+use switchyard_core::RequestTags;
 use tracing::Instrument;
 
 use crate::error::ApiError;
@@ -83,13 +86,40 @@ async fn serve(
     let limit = ctx.state.config().server.max_body_bytes;
     let bytes = body_limit::read(ctx.client_headers, body, limit).await?;
     let parsed = openai::parse(ctx.route, &bytes)?;
+    // Degradation verdict, downgrade chain, cache fallback, lazy warmup (issue 7).
+    let planned = match crate::warmup::front::plan(ctx, tags, parsed, bytes).await? {
+        crate::warmup::front::Plan::Answer(response) => return Ok(response),
+        crate::warmup::front::Plan::Forward(planned) => planned,
+    };
+    let warmup = &ctx.state.warmup;
+    let on_finish = Some(planned.finish_hook(warmup));
+    let (tags, parsed, bytes) = (&planned.tags, &planned.parsed, planned.bytes.clone());
+    let mut response = dispatch(ctx, tags, parsed, bytes, in_flight, on_finish).await?;
+    planned.disclose(ctx, warmup, &mut response);
+    Ok(response)
+}
+
+/// Admission, then the worker (selected, retried) and the metered response: the stack every
+/// request whose tags and body are settled goes through, business and warmup alike.
+pub(crate) async fn dispatch(
+    ctx: &forward::RequestContext<'_>,
+    tags: &RequestTags,
+    parsed: &openai::ParsedRequest,
+    bytes: Bytes,
+    in_flight: GatewayInFlight,
+    on_finish: Option<finish::FinishHook>,
+) -> Result<Response, ApiError> {
     let estimate = parsed.estimated_tokens(DEFAULT_OUTPUT_ESTIMATE);
-    let mut permit = admission
-        .admit(&tags, estimate)
+    let mut permit = ctx
+        .state
+        .admission
+        .admit(tags, estimate)
         .await
         .map_err(ApiError::refused)?;
-    match retry::send_with_retries(ctx, &parsed, bytes, &tags).await {
-        Ok(upstream) => Ok(forward::respond(ctx, upstream, in_flight, permit)),
+    match retry::send_with_retries(ctx, parsed, bytes, tags).await {
+        Ok(upstream) => Ok(forward::respond(
+            ctx, upstream, in_flight, permit, on_finish,
+        )),
         Err(error) => {
             if error.status.is_server_error() {
                 permit.mark_failed();

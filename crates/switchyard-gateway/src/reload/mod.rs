@@ -19,8 +19,16 @@ pub use watcher::{ConfigOverrides, spawn_file_watcher};
 use crate::config::{Config, ConfigError};
 
 /// Paths (prefixes) that cannot change without a restart.
-/// (The routing policy and its structures are built once; changing them means a restart.)
-const RESTART_ONLY: &[&str] = &["server.", "routing.", "admission.", "admin.", "workers"];
+/// (The routing policy and its structures are built once; changing them means a restart.
+/// The response cache is sized once.)
+const RESTART_ONLY: &[&str] = &[
+    "server.",
+    "routing.",
+    "admission.",
+    "admin.",
+    "workers",
+    "degradation.cache.",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {

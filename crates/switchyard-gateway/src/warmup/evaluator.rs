@@ -1,0 +1,106 @@
+//! The controller's clock tick: once a second, the budget water level of the busiest
+//! budgeted scope and the overload detector's state go to `DegradationController::evaluate`,
+//! and the gateway's retry amplification to the warmup books. Plus the follower that
+//! hot-reloads `[warmup]` and `[degradation]`.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use switchyard_admission::GatewayState;
+use switchyard_warmup::degradation::{Evaluation, OverloadState};
+use switchyard_warmup::{DegradationController, Signals, WarmupConfig, WarmupManager};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::warn;
+
+use crate::config::Config;
+use crate::reload::Reconfigure;
+use crate::state::AppState;
+
+const EVALUATE_EVERY: Duration = Duration::from_secs(1);
+
+/// Ends when the gateway state is gone (or when aborted by `WarmupTasks::stop`).
+pub(super) fn spawn(state: Weak<AppState>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(EVALUATE_EVERY);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let Some(state) = state.upgrade() else {
+                break;
+            };
+            evaluate_once(&state).await;
+        }
+    })
+}
+
+/// One evaluation with fresh signals.
+pub async fn evaluate_once(state: &AppState) -> Evaluation {
+    let attempts = &state.metrics.upstream_attempts;
+    let first = attempts.with_label_values(&["first"]).get();
+    let retries = attempts.with_label_values(&["retry"]).get();
+    state
+        .warmup
+        .manager
+        .note_retry_amplification(first + retries, first);
+    state.warmup.controller.evaluate(signals(state)).await
+}
+
+pub fn signals(state: &AppState) -> Signals {
+    Signals {
+        water_level: state
+            .admission
+            .busiest_water_level()
+            .map(|(_, level)| level),
+        overload: match state.admission.state() {
+            GatewayState::Normal => OverloadState::Normal,
+            GatewayState::Overloaded => OverloadState::Overloaded,
+            GatewayState::Recovering => OverloadState::Recovering,
+        },
+    }
+}
+
+/// Hands config changes to the manager (an actor call, so through an owned task) and the
+/// controller.
+pub(super) struct WarmupFollower {
+    warmup: watch::Sender<WarmupConfig>,
+    controller: Arc<DegradationController>,
+}
+
+pub(super) fn follower(
+    manager: WarmupManager,
+    controller: Arc<DegradationController>,
+    initial: WarmupConfig,
+) -> (WarmupFollower, JoinHandle<()>) {
+    let (sender, mut changes) = watch::channel(initial);
+    let pump = tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let next = changes.borrow_and_update().clone();
+            if let Err(error) = manager.reload(next).await {
+                warn!(%error, "warmup config change not applied");
+            }
+        }
+    });
+    let follower = WarmupFollower {
+        warmup: sender,
+        controller,
+    };
+    (follower, pump)
+}
+
+impl Reconfigure for WarmupFollower {
+    fn reconfigure(&self, config: &Config) {
+        self.warmup.send_if_modified(|current| {
+            let changed = *current != config.warmup;
+            if changed {
+                *current = config.warmup.clone();
+            }
+            changed
+        });
+        if *self.controller.config() != config.degradation {
+            if let Err(error) = self.controller.reload(config.degradation.clone()) {
+                // Unreachable in practice: the whole config was validated before it applied.
+                warn!(%error, "degradation config change not applied");
+            }
+        }
+    }
+}

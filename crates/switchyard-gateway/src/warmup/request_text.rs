@@ -1,0 +1,117 @@
+//! The request as warmup and the downgrade chain see it, parsed only when one of them needs
+//! it: the JSON body (for normalisation and the cache key) and the plain prompt text — the
+//! messages' contents in order without role markers, or the completion prompt — which warmup
+//! resources match their head prefix against and time-sensitive patterns are looked for in.
+
+use bytes::Bytes;
+use serde_json::Value;
+use switchyard_warmup::CacheKey;
+
+use crate::openai::Route;
+
+pub(crate) struct RequestText {
+    route: Route,
+    body: Bytes,
+    value: Option<Option<Value>>,
+    text: Option<String>,
+}
+
+impl RequestText {
+    pub(crate) fn new(route: Route, body: Bytes) -> Self {
+        Self {
+            route,
+            body,
+            value: None,
+            text: None,
+        }
+    }
+
+    /// The body as JSON (None if it is not an object: `openai::parse` accepted it, so this
+    /// does not happen in practice).
+    pub(crate) fn value(&mut self) -> Option<&Value> {
+        let body = &self.body;
+        self.value
+            .get_or_insert_with(|| {
+                serde_json::from_slice::<Value>(body)
+                    .ok()
+                    .filter(Value::is_object)
+            })
+            .as_ref()
+    }
+
+    pub(crate) fn text(&mut self) -> &str {
+        if self.text.is_none() {
+            let route = self.route;
+            let text = self
+                .value()
+                .map(|v| plain_text(route, v))
+                .unwrap_or_default();
+            self.text = Some(text);
+        }
+        self.text.as_deref().unwrap_or_default()
+    }
+
+    /// The response-cache key of this request under `alias`.
+    pub(crate) fn cache_key(&mut self, alias: &str) -> Option<CacheKey> {
+        match self.route {
+            Route::ChatCompletions => CacheKey::from_chat(alias, self.value()?),
+            Route::Completions => Some(CacheKey::from_prompt(alias, self.text())),
+        }
+    }
+}
+
+fn plain_text(route: Route, body: &Value) -> String {
+    match route {
+        Route::ChatCompletions => body["messages"]
+            .as_array()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .map(content_text)
+                    .filter(|text| !text.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default(),
+        Route::Completions => match &body["prompt"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        },
+    }
+}
+
+fn content_text(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_text_starts_with_the_system_prompt_and_keys_ignore_spacing() {
+        let body = br#"{"model":"m","messages":[{"role":"system","content":"Be terse."},{"role":"user","content":[{"type":"text","text":"hi  there"}]}]}"#;
+        let mut request = RequestText::new(Route::ChatCompletions, Bytes::from_static(body));
+        assert_eq!(request.text(), "Be terse.\nhi  there");
+        let spaced = br#"{"model":"m","messages":[{"role":"system","content":"Be  terse."},{"role":"user","content":"hi there"}]}"#;
+        let mut other = RequestText::new(Route::ChatCompletions, Bytes::from_static(spaced));
+        assert_eq!(request.cache_key("a"), other.cache_key("a"));
+        assert_ne!(request.cache_key("a"), request.cache_key("b"));
+        let completion = br#"{"model":"m","prompt":["a","b"]}"#;
+        let mut request = RequestText::new(Route::Completions, Bytes::from_static(completion));
+        assert_eq!(request.text(), "a b");
+    }
+}

@@ -1,0 +1,139 @@
+//! Entering one level: every action of the level, in order, each must succeed. The first
+//! failure stops the step, marks the level failed and alerts; the view keeps the previous
+//! level and shows exactly the effects that did take hold.
+
+use serde::Serialize;
+use tracing::{error, info, warn};
+
+use super::actions::DegradationAction;
+use super::audit::AuditKind;
+use super::controller::{ControllerState, DegradationController};
+use super::level::{Effects, Level};
+use super::view::LevelFailure;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ActionReport {
+    pub action: DegradationAction,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub took_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepReport {
+    pub level: Level,
+    /// Every action attempted, in order (none after the first failure).
+    pub actions: Vec<ActionReport>,
+    /// All actions succeeded and the level is in force.
+    pub entered: bool,
+}
+
+impl DegradationController {
+    pub(crate) async fn enter(
+        &self,
+        state: &mut ControllerState,
+        level: Level,
+        cause: &'static str,
+    ) -> StepReport {
+        let from = state.level;
+        let wanted = Effects::of(level, &self.config.load());
+        let mut actions = Vec::new();
+        let mut failure = None;
+        for action in DegradationAction::establishing(&wanted) {
+            let started = self.clock.instant();
+            let result = self.executor.apply_boxed(&action).await;
+            let took = self.clock.instant().saturating_duration_since(started);
+            let took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+            let ok = result.is_ok();
+            self.metrics
+                .actions
+                .with_label_values(&[action.label(), if ok { "ok" } else { "failed" }])
+                .inc();
+            actions.push(ActionReport {
+                action,
+                ok,
+                error: result.as_ref().err().map(|e| e.0.clone()),
+                took_ms,
+            });
+            match result {
+                Ok(()) => action.apply_to(&mut state.effects),
+                Err(error) => {
+                    failure = Some((action.label(), error.0));
+                    break;
+                }
+            }
+        }
+        let now = self.clock.unix_millis();
+        let entered = failure.is_none();
+        match failure {
+            Some((action, error)) => {
+                self.metrics
+                    .level_failures
+                    .with_label_values(&[level_label(level)])
+                    .inc();
+                error!(
+                    level = level.as_u8(),
+                    staying_at = from.as_u8(),
+                    action,
+                    %error,
+                    cause,
+                    "degradation level FAILED: a must-succeed action failed; the level is not in force"
+                );
+                let reason = format!("action {action} failed: {error}");
+                self.record_audit(
+                    AuditKind::LevelFailed,
+                    "controller",
+                    from,
+                    level,
+                    &reason,
+                    false,
+                );
+                state.failed = Some(LevelFailure {
+                    level,
+                    action,
+                    error,
+                    at_unix_ms: now,
+                });
+            }
+            None => {
+                self.metrics
+                    .transitions
+                    .with_label_values(&[level_label(from), level_label(level), cause])
+                    .inc();
+                if level > from {
+                    warn!(
+                        from = from.as_u8(),
+                        to = level.as_u8(),
+                        cause,
+                        "degradation level raised"
+                    );
+                } else {
+                    info!(
+                        from = from.as_u8(),
+                        to = level.as_u8(),
+                        cause,
+                        "degradation level lowered"
+                    );
+                }
+                state.level = level;
+                state.since = now;
+                state.failed = None;
+            }
+        }
+        self.publish(state);
+        StepReport {
+            level,
+            actions,
+            entered,
+        }
+    }
+}
+
+fn level_label(level: Level) -> &'static str {
+    match level {
+        Level::Normal => "0",
+        Level::Conservative => "1",
+        Level::Shrink => "2",
+        Level::Survival => "3",
+    }
+}

@@ -1,0 +1,276 @@
+//! The cache fallback (seed 004 case two): a bounded LRU of answers keyed by the normalised
+//! request, each stored with its generation time. It answers only requests that are not
+//! time-sensitive (configured patterns, or `x-switchyard-fresh: true`) and never answers
+//! with something older than `max_age_secs`; a hit reports its age. Sharded so inserting
+//! every answer does not serialise the response path on one lock.
+
+use parking_lot::Mutex;
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_router::stable_hash;
+
+use super::normalise::content_text;
+use crate::clock::{UnixMillis, WallClock, secs_to_ms};
+use crate::config::ResponseCacheConfig;
+
+const SHARDS: usize = 16;
+
+/// The normalised request: alias plus each message's role and whitespace-collapsed text,
+/// so formatting differences do not split one question into several entries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CacheKey(String);
+
+impl CacheKey {
+    pub fn from_chat(alias: &str, body: &Value) -> Option<Self> {
+        let messages = body.get("messages")?.as_array()?;
+        let mut key = String::from(alias);
+        for message in messages {
+            let role = message.get("role").and_then(Value::as_str).unwrap_or("");
+            key.push('\u{1f}');
+            key.push_str(role);
+            key.push('\u{1e}');
+            key.push_str(&collapse(&content_text(message)));
+        }
+        Some(Self(key))
+    }
+
+    pub fn from_prompt(alias: &str, prompt: &str) -> Self {
+        Self(format!("{alias}\u{1f}prompt\u{1e}{}", collapse(prompt)))
+    }
+
+    fn shard(&self) -> usize {
+        (stable_hash(self.0.as_bytes()) % SHARDS as u64) as usize
+    }
+}
+
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachedAnswer {
+    /// The response body as the worker produced it.
+    pub body: String,
+    pub model: String,
+    pub generated_unix_ms: UnixMillis,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheLookup {
+    /// Serve it with `x-switchyard-cache-age` (whole seconds of `age`).
+    Hit {
+        answer: Arc<CachedAnswer>,
+        age: Duration,
+    },
+    Miss,
+    /// Found, but older than `max_age_secs` (and now removed).
+    Expired,
+    /// The request wants fresh information: cached answers are never served to it.
+    TimeSensitive,
+    Disabled,
+}
+
+impl CacheLookup {
+    fn label(&self) -> &'static str {
+        match self {
+            CacheLookup::Hit { .. } => "hit",
+            CacheLookup::Miss => "miss",
+            CacheLookup::Expired => "expired",
+            CacheLookup::TimeSensitive => "time_sensitive",
+            CacheLookup::Disabled => "disabled",
+        }
+    }
+}
+
+/// Whether a request must not be answered from the cache.
+pub fn is_time_sensitive(
+    config: &ResponseCacheConfig,
+    prompt: &str,
+    fresh_header: Option<&str>,
+) -> bool {
+    if fresh_header
+        .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+    {
+        return true;
+    }
+    let prompt = prompt.to_lowercase();
+    config
+        .time_sensitive_patterns
+        .iter()
+        .any(|pattern| prompt.contains(&pattern.to_lowercase()))
+}
+
+#[derive(Default)]
+struct Shard {
+    entries: HashMap<CacheKey, (Arc<CachedAnswer>, u64)>,
+    order: BTreeMap<u64, CacheKey>,
+    bytes: usize,
+    next_seq: u64,
+}
+
+impl Shard {
+    fn remove(&mut self, key: &CacheKey) -> Option<Arc<CachedAnswer>> {
+        let (answer, seq) = self.entries.remove(key)?;
+        self.order.remove(&seq);
+        self.bytes = self.bytes.saturating_sub(entry_bytes(key, &answer));
+        Some(answer)
+    }
+
+    fn touch(&mut self, key: &CacheKey) {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        if let Some(entry) = self.entries.get_mut(key) {
+            self.order.remove(&entry.1);
+            entry.1 = seq;
+            self.order.insert(seq, key.clone());
+        }
+    }
+}
+
+fn entry_bytes(key: &CacheKey, answer: &CachedAnswer) -> usize {
+    key.0.len() + answer.body.len() + answer.model.len()
+}
+
+pub struct ResponseCache {
+    config: ResponseCacheConfig,
+    clock: WallClock,
+    shards: Vec<Mutex<Shard>>,
+    lookups: IntCounterVec,
+    evictions: IntCounter,
+    entries: IntGauge,
+    bytes: IntGauge,
+}
+
+impl ResponseCache {
+    /// Registers `switchyard_degradation_cache_*` in `registry`.
+    pub fn new(
+        config: ResponseCacheConfig,
+        clock: WallClock,
+        registry: &Registry,
+    ) -> Result<Self, prometheus::Error> {
+        let lookups = IntCounterVec::new(
+            Opts::new(
+                "switchyard_degradation_cache_lookups_total",
+                "Cache-fallback lookups by outcome (hit, miss, expired, time_sensitive, disabled).",
+            ),
+            &["outcome"],
+        )?;
+        let evictions = IntCounter::new(
+            "switchyard_degradation_cache_evictions_total",
+            "Cached answers evicted to stay within the entry and byte bounds.",
+        )?;
+        let entries = IntGauge::new(
+            "switchyard_degradation_cache_entries",
+            "Cached answers held.",
+        )?;
+        let bytes = IntGauge::new(
+            "switchyard_degradation_cache_bytes",
+            "Bytes of keys and answers held by the response cache.",
+        )?;
+        registry.register(Box::new(lookups.clone()))?;
+        registry.register(Box::new(evictions.clone()))?;
+        registry.register(Box::new(entries.clone()))?;
+        registry.register(Box::new(bytes.clone()))?;
+        Ok(Self {
+            config,
+            clock,
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            lookups,
+            evictions,
+            entries,
+            bytes,
+        })
+    }
+
+    /// Stores an answer generated now. Answers larger than a shard's byte share are skipped.
+    pub fn insert(&self, key: CacheKey, model: &str, body: String) {
+        if !self.config.enabled {
+            return;
+        }
+        let answer = Arc::new(CachedAnswer {
+            body,
+            model: model.to_string(),
+            generated_unix_ms: self.clock.unix_millis(),
+        });
+        let size = entry_bytes(&key, &answer);
+        let max_bytes = (self.config.max_bytes / SHARDS).max(1);
+        let max_entries = self.config.max_entries.div_ceil(SHARDS).max(1);
+        if size > max_bytes {
+            return;
+        }
+        let mut shard = self.shards[key.shard()].lock();
+        let (before_entries, before_bytes) = (shard.entries.len(), shard.bytes);
+        shard.remove(&key);
+        let mut evicted = 0;
+        while shard.entries.len() >= max_entries || shard.bytes + size > max_bytes {
+            let Some(oldest) = shard.order.first_key_value().map(|(_, key)| key.clone()) else {
+                break;
+            };
+            shard.remove(&oldest);
+            evicted += 1;
+        }
+        shard.next_seq += 1;
+        let seq = shard.next_seq;
+        shard.order.insert(seq, key.clone());
+        shard.entries.insert(key, (answer, seq));
+        shard.bytes += size;
+        let (entries, bytes) = (shard.entries.len(), shard.bytes);
+        drop(shard);
+        self.evictions.inc_by(evicted);
+        self.entries.add(entries as i64 - before_entries as i64);
+        self.bytes.add(bytes as i64 - before_bytes as i64);
+    }
+
+    /// Looks an answer up for a request whose prompt text is `prompt`.
+    pub fn lookup(&self, key: &CacheKey, prompt: &str, fresh_header: Option<&str>) -> CacheLookup {
+        let found = self.lookup_inner(key, prompt, fresh_header);
+        self.lookups.with_label_values(&[found.label()]).inc();
+        found
+    }
+
+    fn lookup_inner(
+        &self,
+        key: &CacheKey,
+        prompt: &str,
+        fresh_header: Option<&str>,
+    ) -> CacheLookup {
+        if !self.config.enabled {
+            return CacheLookup::Disabled;
+        }
+        if is_time_sensitive(&self.config, prompt, fresh_header) {
+            return CacheLookup::TimeSensitive;
+        }
+        let now = self.clock.unix_millis();
+        let mut shard = self.shards[key.shard()].lock();
+        let Some((answer, _)) = shard.entries.get(key) else {
+            return CacheLookup::Miss;
+        };
+        let answer = Arc::clone(answer);
+        let age_ms = now.saturating_sub(answer.generated_unix_ms);
+        if age_ms > secs_to_ms(self.config.max_age_secs) {
+            let before = shard.bytes;
+            shard.remove(key);
+            let after = shard.bytes;
+            drop(shard);
+            self.entries.dec();
+            self.bytes.sub(before as i64 - after as i64);
+            return CacheLookup::Expired;
+        }
+        shard.touch(key);
+        CacheLookup::Hit {
+            answer,
+            age: Duration::from_millis(age_ms),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().entries.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
