@@ -3,6 +3,7 @@
 
 mod validate;
 
+pub use crate::cluster::{ClusterConfig, ClusterMember};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub struct Config {
     pub health: HealthConfig,
     pub prefilter: PrefilterConfig,
     pub admission: AdmissionConfig,
+    pub cluster: ClusterConfig,
     pub admin: AdminConfig,
     pub workers: Vec<WorkerSpec>,
 }
@@ -121,7 +123,18 @@ pub struct PrefilterConfig {
 pub struct AdminConfig {
     /// Control-plane key for `/admin/*`. Empty disables the admin API (403). The environment
     /// variable `SWITCHYARD_ADMIN_API_KEY` overrides it, to keep secrets out of files.
+    /// Its holder acts as the principal `admin`.
     pub api_key: String,
+    /// Named keys: each holder acts as that principal in audit logs and in the two-person
+    /// rule for quota overrides (the approver must be a different principal).
+    pub keys: Vec<AdminKey>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdminKey {
+    pub name: String,
+    pub key: String,
 }
 
 impl Config {

@@ -20,7 +20,14 @@ use crate::config::{Config, ConfigError};
 
 /// Paths (prefixes) that cannot change without a restart.
 /// (The routing policy and its structures are built once; changing them means a restart.)
-const RESTART_ONLY: &[&str] = &["server.", "routing.", "admission.", "admin.", "workers"];
+const RESTART_ONLY: &[&str] = &[
+    "server.",
+    "routing.",
+    "admission.",
+    "cluster.",
+    "admin.",
+    "workers",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
