@@ -5,7 +5,9 @@
 //! path, stage by stage), `metrics`, `server` (assembly and lifecycle), `demo` (embedded
 //! default with simulated workers).
 
+pub mod cluster;
 pub mod config;
+pub mod ctl;
 pub mod demo;
 pub mod error;
 mod http;

@@ -22,6 +22,8 @@ enum Command {
     Serve(ServeArgs),
     /// Run a gateway with built-in simulated workers (the embedded default).
     Demo(DemoArgs),
+    /// Operate a running fleet: quotas, overrides, cluster membership, workers.
+    Ctl(switchyard_gateway::ctl::CtlArgs),
 }
 
 #[derive(Args, Clone)]
@@ -36,9 +38,21 @@ struct ServeArgs {
     /// A worker, `URL` or `name=URL`; repeatable. Replaces the file's workers.
     #[arg(long = "worker-url")]
     worker_urls: Vec<String>,
-    /// Routing policy: round_robin | cache_aware.
+    /// Routing policy: round_robin | cache_aware | consistent_hash | power_of_two | least_load.
     #[arg(long)]
     policy: Option<String>,
+    /// This replica's Raft node id (cluster.node_id).
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Address of this replica's Raft/ledger server (cluster.raft_addr).
+    #[arg(long)]
+    raft_addr: Option<String>,
+    /// Raft address of an existing member to join (cluster.join).
+    #[arg(long)]
+    join: Option<String>,
+    /// Directory of the durable ledger (cluster.data_dir).
+    #[arg(long)]
+    data_dir: Option<String>,
 }
 
 #[derive(Args)]
@@ -82,6 +96,18 @@ fn apply_flags(args: &ServeArgs, mut config: Config) -> Result<Config, ConfigErr
     }
     if let Some(policy) = &args.policy {
         config.routing.policy = policy.clone();
+    }
+    if let Some(id) = args.node_id {
+        config.cluster.node_id = id;
+    }
+    if let Some(addr) = &args.raft_addr {
+        config.cluster.raft_addr = addr.clone();
+    }
+    if let Some(join) = &args.join {
+        config.cluster.join = join.clone();
+    }
+    if let Some(dir) = &args.data_dir {
+        config.cluster.data_dir = dir.clone();
     }
     if !args.worker_urls.is_empty() {
         config.workers = args
@@ -147,6 +173,19 @@ fn main() -> anyhow::Result<()> {
                 gateway.shutdown().await;
                 Ok(())
             }
+            Command::Ctl(args) => match switchyard_gateway::ctl::run(&args).await {
+                Ok(answer) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&answer).unwrap_or_default()
+                    );
+                    Ok(())
+                }
+                Err(error) => {
+                    eprintln!("switchyard ctl: {error}");
+                    std::process::exit(1);
+                }
+            },
             Command::Demo(args) => {
                 let options = DemoOptions {
                     host: args.host,

@@ -4,7 +4,10 @@ use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_router::{PolicyContext, RoutingPolicy, build_policy};
+use switchyard_core::QuotaLedger;
+use switchyard_router::{DiscardAffinity, PolicyContext, RoutingPolicy, build_policy};
+
+use crate::cluster::{LedgerRuntime, affinity};
 use switchyard_workers::{
     Registry, RegistryObserver, RegistryOptions, Routability, WorkerHandle, build_http_client,
 };
@@ -41,6 +44,8 @@ pub enum StartError {
     Admission(#[from] switchyard_admission::AdmissionError),
     #[error("warmup: {0}")]
     Warmup(#[from] crate::warmup::WarmupStartError),
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
 }
 
 /// Keeps routing structures and metrics in step with registry membership.
@@ -105,6 +110,7 @@ pub struct GatewayHandle {
     watcher: Option<JoinHandle<()>>,
     admission_ticker: JoinHandle<()>,
     warmup_tasks: crate::warmup::WarmupTasks,
+    ledger: Option<LedgerRuntime>,
 }
 
 impl GatewayHandle {
@@ -138,6 +144,14 @@ impl GatewayHandle {
         self.warmup_tasks.stop().await;
         self.state.registry.stop();
         let _ = (&mut self.registry_task).await;
+        let _ = (&mut self.admission_ticker).await;
+        let ledger = self.ledger.take();
+        // The state shares the ledger node; release it so the node can stop cleanly
+        // (releasing its leases and flushing spend reports).
+        drop(self.state);
+        if let Some(ledger) = ledger {
+            ledger.shutdown().await;
+        }
     }
 }
 
@@ -159,9 +173,40 @@ pub async fn start_with(
     options: StartOptions,
 ) -> Result<GatewayHandle, StartError> {
     config.validate()?;
-    let admin_key = options.admin_key;
+    let admin_keys = admin_keys(options.admin_key, &config);
     let metrics = Arc::new(Metrics::new()?);
-    let policy = build_policy(&config.routing, PolicyContext::default())?;
+    let clock: Arc<dyn switchyard_core::Clock> = Arc::new(SystemClock);
+    let mut ledger_runtime = if config.cluster.enabled {
+        Some(
+            LedgerRuntime::start(
+                &config.cluster,
+                &config.admission,
+                metrics.registry(),
+                clock.clone(),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let (affinity_sink, affinity_events) =
+        affinity::sink(metrics.registry()).map_err(crate::metrics::MetricsError::from)?;
+    let context = PolicyContext {
+        affinity_sink: match ledger_runtime {
+            Some(_) => affinity_sink,
+            None => Arc::new(DiscardAffinity),
+        },
+        ..PolicyContext::default()
+    };
+    let policy = build_policy(&config.routing, context)?;
+    if let Some(runtime) = &mut ledger_runtime {
+        let node = Arc::clone(&runtime.node);
+        runtime.own(affinity::spawn_forwarder(
+            Arc::clone(&node),
+            affinity_events,
+        ));
+        runtime.own(affinity::spawn_applier(node, Arc::clone(&policy)));
+    }
     metrics.register_policy(policy.name(), policy.branches());
     let client = build_http_client(&config.upstream.client_config());
     let observer = Arc::new(MembershipObserver {
@@ -186,9 +231,8 @@ pub async fn start_with(
         addr: addr.clone(),
         source,
     })?;
-    let admin_key = admin_key.filter(|k| !k.is_empty());
-    if admin_key.is_none() {
-        info!("admin API disabled (no admin.api_key)");
+    if admin_keys.is_empty() {
+        info!("admin API disabled (no admin.api_key or admin.keys)");
     }
     let retry_budget = Arc::new(RetryBudget::new(
         config.retry.clone(),
@@ -196,11 +240,14 @@ pub async fn start_with(
     ));
     let watch_interval = Duration::from_millis(config.server.config_watch_interval_ms);
     let audit = AuditLog::with_file(config.server.audit_log_path.clone().map(PathBuf::from));
-    let clock: Arc<dyn switchyard_core::Clock> = Arc::new(SystemClock);
-    let ledger = Arc::new(InMemoryLedger::from_config(
-        &config.admission,
-        clock.clone(),
-    ));
+    let ledger: Arc<dyn QuotaLedger> = match &ledger_runtime {
+        Some(runtime) => runtime.node.quota(),
+        None => Arc::new(InMemoryLedger::from_config(
+            &config.admission,
+            clock.clone(),
+        )),
+    };
+    let cluster = ledger_runtime.as_ref().map(|r| Arc::clone(&r.node));
     let admission = Admission::new(
         config.admission.clone(),
         ledger.clone(),
@@ -229,7 +276,8 @@ pub async fn start_with(
         retry_budget,
         admission,
         ledger,
-        admin_key,
+        cluster,
+        admin_keys,
         warmup: warmup.runtime(),
     });
     let warmup_tasks = warmup.bind(&state);
@@ -264,7 +312,25 @@ pub async fn start_with(
         watcher,
         admission_ticker,
         warmup_tasks,
+        ledger: ledger_runtime,
     })
+}
+
+/// `(principal, key)` pairs: the unnamed key acts as `admin`, named keys as their names.
+fn admin_keys(unnamed: Option<String>, config: &Config) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = unnamed
+        .filter(|k| !k.is_empty())
+        .map(|k| ("admin".to_string(), k))
+        .into_iter()
+        .collect();
+    keys.extend(
+        config
+            .admin
+            .keys
+            .iter()
+            .map(|k| (k.name.clone(), k.key.clone())),
+    );
+    keys
 }
 
 /// Feeds the overload detector: the share of workers that cannot take traffic, once a

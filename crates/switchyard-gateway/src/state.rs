@@ -1,5 +1,7 @@
 use std::sync::Arc;
-use switchyard_admission::{Admission, InMemoryLedger};
+use switchyard_admission::Admission;
+use switchyard_core::QuotaLedger;
+use switchyard_ledger::LedgerNode;
 use switchyard_router::RoutingPolicy;
 use switchyard_workers::{HttpClient, Registry};
 
@@ -19,10 +21,13 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub retry_budget: Arc<RetryBudget>,
     pub admission: Admission,
-    /// The quota ledger admission spends from (in memory until the replicated ledger).
-    pub ledger: Arc<InMemoryLedger>,
-    /// `None` disables the admin API.
-    pub admin_key: Option<String>,
+    /// The quota ledger admission spends from: the replicated ledger's local leases, or an
+    /// in-memory one when `cluster.enabled = false`.
+    pub ledger: Arc<dyn QuotaLedger>,
+    /// This replica's Raft node, when clustering is on.
+    pub cluster: Option<Arc<LedgerNode>>,
+    /// `(principal, key)` pairs for `/admin/*`; empty disables the admin API.
+    pub admin_keys: Vec<(String, String)>,
     /// Warmup manager, degradation controller and view, response cache (issue 7).
     pub warmup: WarmupRuntime,
 }

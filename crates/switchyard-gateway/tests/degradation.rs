@@ -83,7 +83,7 @@ async fn level_three_serves_core_callers_from_cache_or_warm_resources_and_others
         .await
         .json();
     assert_eq!(status["view"]["level"], 3);
-    assert_eq!(status["view"]["forced"]["by"], "alice");
+    assert_eq!(status["view"]["forced"]["by"], "admin");
     assert_eq!(status["audit"][0]["kind"], "force");
     let verdict = |v: &str| format!("switchyard_degradation_verdicts_total{{verdict=\"{v}\"}}");
     assert_eq!(metric(&base, &verdict("fallback")).await, 1.0);

@@ -13,13 +13,24 @@ async fn put_config(base: &str, body: serde_json::Value) -> Reply {
     send(
         Method::PUT,
         &format!("{base}/admin/config"),
-        &[
-            ("authorization", &format!("Bearer {ADMIN_KEY}")),
-            ("x-switchyard-principal", "alice"),
-        ],
+        &[("authorization", &format!("Bearer {ALICE_KEY}"))],
         body.to_string(),
     )
     .await
+}
+
+const ALICE_KEY: &str = "alice-key-0123456789";
+
+/// Adds a named admin key, so audit entries carry the principal `alice`.
+fn with_alice(mut config: switchyard_gateway::Config) -> switchyard_gateway::Config {
+    config
+        .admin
+        .keys
+        .push(switchyard_gateway::config::AdminKey {
+            name: "alice".into(),
+            key: ALICE_KEY.into(),
+        });
+    config
 }
 
 async fn get_admin(base: &str, path: &str) -> serde_json::Value {
@@ -41,7 +52,7 @@ async fn put_config_changes_retry_behaviour_at_run_time() {
     for spec in &mut config.workers {
         spec.models = Some(vec!["sim-llama".into()]);
     }
-    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+    let gateway = switchyard_gateway::start(with_alice(config), Some(ADMIN_KEY.into()))
         .await
         .unwrap();
     let base = gateway.base_url();
@@ -86,10 +97,12 @@ async fn put_config_changes_retry_behaviour_at_run_time() {
 #[tokio::test]
 async fn bad_changes_are_refused_whole_and_audited() {
     let sims = start_sims(1).await;
-    let gateway =
-        switchyard_gateway::start(config_for(&sims, "round_robin"), Some(ADMIN_KEY.into()))
-            .await
-            .unwrap();
+    let gateway = switchyard_gateway::start(
+        with_alice(config_for(&sims, "round_robin")),
+        Some(ADMIN_KEY.into()),
+    )
+    .await
+    .unwrap();
     let base = gateway.base_url();
 
     let reply = put_config(

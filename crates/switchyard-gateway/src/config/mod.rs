@@ -4,6 +4,7 @@
 mod validate;
 mod warmup;
 
+pub use crate::cluster::{ClusterConfig, ClusterMember};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -29,6 +30,7 @@ pub struct Config {
     pub health: HealthConfig,
     pub prefilter: PrefilterConfig,
     pub admission: AdmissionConfig,
+    pub cluster: ClusterConfig,
     pub admin: AdminConfig,
     pub workers: Vec<WorkerSpec>,
     /// Warmup tiers, budget and ramp (`switchyard-warmup`).
@@ -127,7 +129,18 @@ pub struct PrefilterConfig {
 pub struct AdminConfig {
     /// Control-plane key for `/admin/*`. Empty disables the admin API (403). The environment
     /// variable `SWITCHYARD_ADMIN_API_KEY` overrides it, to keep secrets out of files.
+    /// Its holder acts as the principal `admin`.
     pub api_key: String,
+    /// Named keys: each holder acts as that principal in audit logs and in the two-person
+    /// rule for quota overrides (the approver must be a different principal).
+    pub keys: Vec<AdminKey>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdminKey {
+    pub name: String,
+    pub key: String,
 }
 
 impl Config {

@@ -78,6 +78,24 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
         .validate()
         .map_err(|e| ConfigError::invalid(format!("health.{}", e.field), e.reason.clone()))?;
     super::warmup::validate(config)?;
+    config
+        .cluster
+        .validate()
+        .map_err(|(path, message)| ConfigError::invalid(path, message))?;
+    for (i, key) in config.admin.keys.iter().enumerate() {
+        if key.name.is_empty() || key.name.len() > 64 {
+            return Err(ConfigError::invalid(
+                format!("admin.keys[{i}].name"),
+                "must be 1-64 characters",
+            ));
+        }
+        if key.key.len() < 16 {
+            return Err(ConfigError::invalid(
+                format!("admin.keys[{i}].key"),
+                "must be at least 16 characters",
+            ));
+        }
+    }
     let mut names = HashSet::new();
     for (i, worker) in config.workers.iter().enumerate() {
         worker

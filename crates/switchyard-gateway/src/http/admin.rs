@@ -13,26 +13,33 @@ use crate::error::ApiError;
 use crate::reload::{ReloadError, set_path};
 use crate::state::{AppState, SharedState};
 
-/// Checks `Authorization: Bearer <key>` (or `x-api-key`) against the configured admin key.
-pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(expected) = state.admin_key.as_deref() else {
+/// Checks `Authorization: Bearer <key>` (or `x-api-key`) against the admin keys and answers
+/// the principal the key belongs to.
+pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+    if state.admin_keys.is_empty() {
         return Err(ApiError::forbidden(
             "admin_disabled",
-            "the admin API is disabled: set admin.api_key or SWITCHYARD_ADMIN_API_KEY",
+            "the admin API is disabled: set admin.api_key, admin.keys or SWITCHYARD_ADMIN_API_KEY",
         ));
-    };
+    }
     let presented = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
-    match presented {
-        Some(key) if constant_time_eq(key.as_bytes(), expected.as_bytes()) => Ok(()),
-        Some(_) => Err(ApiError::unauthorized("the admin API key is not valid")),
-        None => Err(ApiError::unauthorized(
+    let Some(key) = presented else {
+        return Err(ApiError::unauthorized(
             "the admin API needs `Authorization: Bearer <admin key>`",
-        )),
+        ));
+    };
+    // Compare against every key so the time taken does not say which one nearly matched.
+    let mut principal = None;
+    for (name, expected) in &state.admin_keys {
+        if constant_time_eq(key.as_bytes(), expected.as_bytes()) {
+            principal = Some(name.clone());
+        }
     }
+    principal.ok_or_else(|| ApiError::unauthorized("the admin API key is not valid"))
 }
 
 /// Compares secrets without an early exit that would leak the matching prefix length.
@@ -141,17 +148,6 @@ fn registry_error(error: RegistryError) -> ApiError {
     }
 }
 
-/// The principal an admin call is attributed to in the audit log. Until named admin keys
-/// exist this is the caller's `x-switchyard-principal` header (default `admin`).
-pub(super) fn principal(headers: &HeaderMap) -> String {
-    headers
-        .get("x-switchyard-principal")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 64)
-        .unwrap_or("admin")
-        .to_string()
-}
-
 pub async fn get_config(
     State(state): State<SharedState>,
     headers: HeaderMap,
@@ -179,7 +175,7 @@ pub async fn put_config(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    let who = authorize(&state, &headers)?;
     let change: ConfigChange = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(
             "invalid_request",
@@ -191,7 +187,6 @@ pub async fn put_config(
         next = set_path(&next, &path, value)
             .map_err(|e| ApiError::bad_request("invalid_config", e.to_string()))?;
     }
-    let who = principal(&headers);
     let changes = state
         .live
         .apply(next, &who, "api", change.reason.as_deref())

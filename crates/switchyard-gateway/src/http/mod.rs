@@ -1,6 +1,7 @@
 //! HTTP surface: the OpenAI endpoints, operational endpoints and the admin API.
 
 mod admin;
+mod cluster;
 mod inference;
 mod ops;
 mod warmup;
@@ -36,6 +37,27 @@ pub fn router(state: SharedState) -> Router {
             get(warmup::degradation).put(warmup::force_degradation),
         )
         .route("/admin/degradation/drill", post(warmup::drill))
+        .route("/admin/cluster", get(cluster::cluster_status))
+        .route("/admin/cluster/members", post(cluster::add_member))
+        .route(
+            "/admin/cluster/members/{id}",
+            delete(cluster::remove_member),
+        )
+        .route(
+            "/admin/cluster/members/{id}/promote",
+            post(cluster::promote_member),
+        )
+        .route("/admin/quota", get(cluster::quota).put(cluster::set_quota))
+        .route("/admin/quota/audit", get(cluster::audit))
+        .route(
+            "/admin/overrides",
+            get(cluster::list_overrides).post(cluster::propose_override),
+        )
+        .route(
+            "/admin/overrides/{id}/approve",
+            post(cluster::approve_override),
+        )
+        .route("/admin/overrides/{id}", delete(cluster::revoke_override))
         .fallback(not_found)
         .with_state(state)
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 use switchyard_warmup::{DegradationError, Level};
 
-use super::admin::{authorize, principal};
+use super::admin::authorize;
 use crate::error::ApiError;
 use crate::state::SharedState;
 
@@ -64,7 +64,7 @@ pub async fn force_degradation(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    authorize(&state, &headers)?;
+    let who = authorize(&state, &headers)?;
     let request: ForceRequest = json_body(
         &body,
         r#"{"level": 0-3, "reason": "..."} or {"release": true, "reason": "..."}"#,
@@ -75,7 +75,6 @@ pub async fn force_degradation(
             "a forced level or release needs a reason (it is audited)",
         ));
     }
-    let who = principal(&headers);
     let controller = &state.warmup.controller;
     match (request.level, request.release) {
         (Some(level), false) => {
@@ -118,12 +117,12 @@ pub async fn drill(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    let who = authorize(&state, &headers)?;
     let request: DrillRequest = json_body(&body, r#"{"level": 0-3}"#)?;
     let report = state
         .warmup
         .controller
-        .drill(request.level, &principal(&headers))
+        .drill(request.level, &who)
         .await
         .map_err(degradation_error)?;
     Ok(Json(json!({"drill": report})))

@@ -25,6 +25,7 @@ const RESTART_ONLY: &[&str] = &[
     "server.",
     "routing.",
     "admission.",
+    "cluster.",
     "admin.",
     "workers",
     "degradation.cache.",

@@ -145,7 +145,6 @@ pub async fn admin(method: Method, base: &str, path: &str, body: Value) -> Reply
         &[
             ("authorization", auth.as_str()),
             ("content-type", "application/json"),
-            ("x-switchyard-principal", "alice"),
         ],
         body,
     )

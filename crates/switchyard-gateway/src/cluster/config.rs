@@ -1,0 +1,90 @@
+use serde::{Deserialize, Serialize};
+
+/// This replica's place in the Raft group that replicates the quota ledger and override
+/// registry. Scale-out rule: 3 or 5 voters; every further replica joins as a learner.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// false: budgets live in this process only (no replication, lost on restart).
+    pub enabled: bool,
+    pub node_id: u64,
+    /// Where the Raft/ledger HTTP server listens (`127.0.0.1:0` picks a free port).
+    pub raft_addr: String,
+    /// Address other replicas use to reach this one; empty = the bound address.
+    pub advertise_addr: String,
+    /// Directory of the durable log and state (`ledger.redb`). Empty = a temporary directory,
+    /// deleted at exit: fine for a demo, never for production.
+    pub data_dir: String,
+    /// Shared secret on every ledger RPC; `SWITCHYARD_CLUSTER_SECRET` overrides it. Required
+    /// with `members` or `join`.
+    pub secret: String,
+    /// Static bootstrap: every initial voter. The lowest id initializes the group.
+    pub members: Vec<ClusterMember>,
+    /// Raft address of any existing member: join as a learner (promoted to voter while the
+    /// group has fewer than 3 voters).
+    pub join: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterMember {
+    pub id: u64,
+    pub addr: String,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            node_id: 1,
+            raft_addr: "127.0.0.1:0".into(),
+            advertise_addr: String::new(),
+            data_dir: String::new(),
+            secret: String::new(),
+            members: Vec::new(),
+            join: String::new(),
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Returns the path and problem of the first invalid field.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if self.node_id == 0 {
+            return Err(("cluster.node_id".into(), "must be at least 1".into()));
+        }
+        if self.raft_addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err((
+                "cluster.raft_addr".into(),
+                format!("`{}` is not an ip:port address", self.raft_addr),
+            ));
+        }
+        if !self.members.is_empty() && !self.join.is_empty() {
+            return Err((
+                "cluster.join".into(),
+                "use either `members` (static bootstrap) or `join`, not both".into(),
+            ));
+        }
+        if !self.members.is_empty() && !self.members.iter().any(|m| m.id == self.node_id) {
+            return Err((
+                "cluster.members".into(),
+                format!("must list this node (node_id {})", self.node_id),
+            ));
+        }
+        let mut ids: Vec<u64> = self.members.iter().map(|m| m.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != self.members.len() {
+            return Err(("cluster.members".into(), "ids must be unique".into()));
+        }
+        Ok(())
+    }
+
+    /// Whether this node talks to others (and so needs a shared secret).
+    pub fn is_multi_node(&self) -> bool {
+        self.members.len() > 1 || !self.join.is_empty()
+    }
+}

@@ -1,0 +1,243 @@
+//! The replicated quota ledger inside a gateway replica: starting the Raft node, joining
+//! the group, seeding budgets from the tenants' config, and carrying affinity records.
+
+pub mod affinity;
+mod config;
+
+pub use config::{ClusterConfig, ClusterMember};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_admission::AdmissionConfig;
+use switchyard_core::{Clock, QuotaScope};
+use switchyard_ledger::{
+    BudgetSpec, LedgerClient, LedgerConfig, LedgerNode, MembershipChange, ReadAnswer, ReadQuery,
+};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cluster: {0}")]
+    Ledger(#[from] switchyard_ledger::LedgerError),
+    #[error("cluster: cannot create a temporary data directory: {0}")]
+    TempDir(std::io::Error),
+    #[error("cluster.secret (or SWITCHYARD_CLUSTER_SECRET) is required for a multi-node cluster")]
+    MissingSecret,
+}
+
+/// A running ledger node and what keeps it company.
+pub struct LedgerRuntime {
+    pub node: Arc<LedgerNode>,
+    tasks: Vec<JoinHandle<()>>,
+    /// Held so a temporary data directory lives exactly as long as the node.
+    _temp_dir: Option<tempfile::TempDir>,
+}
+
+const DAY_MS: u64 = 24 * 3600 * 1000;
+const MONTH_MS: u64 = 30 * DAY_MS;
+
+impl LedgerRuntime {
+    pub async fn start(
+        config: &ClusterConfig,
+        admission: &AdmissionConfig,
+        registry: &prometheus::Registry,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ClusterError> {
+        let secret = std::env::var("SWITCHYARD_CLUSTER_SECRET")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| config.secret.clone());
+        let secret = if secret.is_empty() {
+            if config.is_multi_node() {
+                return Err(ClusterError::MissingSecret);
+            }
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            secret
+        };
+        let (data_dir, temp_dir) = if config.data_dir.is_empty() {
+            let dir = tempfile::Builder::new()
+                .prefix("switchyard-ledger-")
+                .tempdir()
+                .map_err(ClusterError::TempDir)?;
+            warn!(dir = %dir.path().display(), "cluster.data_dir is not set: the quota ledger lives in a temporary directory and is lost at exit");
+            (dir.path().to_path_buf(), Some(dir))
+        } else {
+            (config.data_dir.clone().into(), None)
+        };
+        let mut ledger_config = LedgerConfig::new(config.node_id, &config.raft_addr, data_dir);
+        ledger_config.cluster_secret = secret.clone();
+        if !config.advertise_addr.is_empty() {
+            ledger_config.advertise_addr = Some(config.advertise_addr.clone());
+        }
+        let node = Arc::new(LedgerNode::start(ledger_config, registry, clock).await?);
+        info!(
+            node_id = config.node_id,
+            raft_addr = node.raft_addr(),
+            "quota ledger node started"
+        );
+        let mut tasks = Vec::new();
+        if config.is_multi_node() {
+            // Peers may not be up yet: never hold start-up hostage to the group forming.
+            let (node, config, admission) = (Arc::clone(&node), config.clone(), admission.clone());
+            tasks.push(tokio::spawn(async move {
+                bootstrap(&node, &config, &secret, &admission).await;
+            }));
+        } else {
+            // A single node is its own quorum: be ready (budgets seeded, leases held) before
+            // the first request, so it is never refused as `quota_lease_pending`.
+            let scopes = bootstrap(&node, config, &secret, admission).await;
+            wait_for_leases(&node, &scopes, Duration::from_secs(5)).await;
+        }
+        Ok(Self {
+            node,
+            tasks,
+            _temp_dir: temp_dir,
+        })
+    }
+
+    /// Adds a task that must stop before the node does.
+    pub fn own(&mut self, task: JoinHandle<()>) {
+        self.tasks.push(task);
+    }
+
+    /// Stops the companions, then the node (releasing leases and flushing spend).
+    pub async fn shutdown(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        match Arc::try_unwrap(self.node) {
+            Ok(node) => node.shutdown().await,
+            Err(_) => warn!("ledger node still referenced at shutdown; leases expire on their own"),
+        }
+    }
+}
+
+/// Initializes or joins the group, then seeds configured budgets the ledger lacks; answers
+/// the scopes that have budgets from the config.
+async fn bootstrap(
+    node: &LedgerNode,
+    config: &ClusterConfig,
+    secret: &str,
+    admission: &AdmissionConfig,
+) -> Vec<QuotaScope> {
+    let joined = if !config.join.is_empty() {
+        join(node, config, secret).await
+    } else if config.members.is_empty() {
+        node.initialize_single().await.map_err(|e| e.to_string())
+    } else if config.members.iter().map(|m| m.id).min() == Some(config.node_id) {
+        let members: BTreeMap<u64, String> = config
+            .members
+            .iter()
+            .map(|m| (m.id, m.addr.clone()))
+            .collect();
+        node.initialize(members).await.map_err(|e| e.to_string())
+    } else {
+        Ok(())
+    };
+    if let Err(error) = joined {
+        // Restarting a node of an existing group lands here too: it is already a member.
+        info!(%error, "cluster bootstrap step skipped");
+    }
+    if node.wait_for_leader(Duration::from_secs(60)).await.is_err() {
+        warn!("no ledger leader within 60 s; budgets from config not seeded yet");
+        return Vec::new();
+    }
+    seed_budgets(node, admission).await
+}
+
+async fn wait_for_leases(node: &LedgerNode, scopes: &[QuotaScope], within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    let leases = node.quota().leases().clone();
+    while tokio::time::Instant::now() < deadline {
+        let all_held = scopes.iter().all(|scope| {
+            leases
+                .lease_snapshot(scope)
+                .is_some_and(|lease| lease.epoch.is_some())
+        });
+        if all_held {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    warn!("not every budgeted scope holds a lease yet; early requests may be refused");
+}
+
+async fn join(node: &LedgerNode, config: &ClusterConfig, secret: &str) -> Result<(), String> {
+    let client = LedgerClient::new(vec![config.join.clone()], secret, Duration::from_secs(5));
+    let addr = node.raft_addr().to_string();
+    let id = config.node_id;
+    let mut delay = Duration::from_millis(200);
+    for _ in 0..30 {
+        match client
+            .change_membership(&MembershipChange::AddLearner {
+                id,
+                addr: addr.clone(),
+            })
+            .await
+        {
+            Ok(()) => {
+                info!(id, "joined the cluster as a learner");
+                let voters = node.status().voters.len();
+                if voters < 3 {
+                    client
+                        .change_membership(&MembershipChange::Promote { id })
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    info!(id, "promoted to voter (the group had {voters} voters)");
+                }
+                return Ok(());
+            }
+            Err(error) => {
+                warn!(%error, "join attempt failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    Err("could not join the cluster".into())
+}
+
+/// Budgets in the config are starting values: a scope already in the ledger (perhaps changed
+/// since with `switchyard ctl quota set`) keeps its replicated value.
+async fn seed_budgets(node: &LedgerNode, admission: &AdmissionConfig) -> Vec<QuotaScope> {
+    let existing = match node.read(ReadQuery::Budgets).await {
+        Ok(ReadAnswer::Budgets(budgets)) => budgets,
+        Ok(_) | Err(_) => return Vec::new(),
+    };
+    let mut seeded = Vec::new();
+    for tenant in &admission.tenants {
+        let scope = QuotaScope::caller(tenant.caller.as_str());
+        let limits = [
+            (tenant.tokens_per_day, DAY_MS),
+            (tenant.tokens_per_month, MONTH_MS),
+        ];
+        for (limit, period_ms) in limits {
+            let Some(limit) = limit else { continue };
+            seeded.push(scope.clone());
+            let present = existing
+                .iter()
+                .any(|b| b.scope == scope && b.spec.period_ms == period_ms);
+            if present {
+                continue;
+            }
+            // No per-lease cap: a lease can never push spend past the limit anyway, and a cap
+            // starves a replica that serves a burst; a crashed node's lease is simply charged.
+            let spec = BudgetSpec {
+                period_ms,
+                max_lease_tokens: 0,
+                max_debt_tokens: limit / 20,
+                ..BudgetSpec::daily(limit)
+            };
+            if let Err(error) = node.set_budget(scope.clone(), spec, "config").await {
+                warn!(%error, caller = %tenant.caller, "budget from config not seeded");
+            }
+        }
+    }
+    seeded
+}

@@ -1,0 +1,287 @@
+//! Control-plane endpoints of the replicated ledger: cluster membership, budgets and
+//! two-person quota overrides. Writes are accepted by any replica and forwarded to the
+//! leader; reads that must be current use the linearizable read path.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use bytes::Bytes;
+use http::HeaderMap;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_core::{Purpose, QuotaScope};
+use switchyard_ledger::{BudgetSpec, LedgerError, LedgerNode, ReadAnswer, ReadQuery};
+
+use super::admin::authorize;
+use crate::error::ApiError;
+use crate::state::{AppState, SharedState};
+
+type JsonResult = Result<Json<serde_json::Value>, ApiError>;
+
+/// The longest a quota override may last (seed 003: default 2 h, no renewal).
+const MAX_OVERRIDE: Duration = Duration::from_secs(2 * 3600);
+
+fn node(state: &AppState) -> Result<&Arc<LedgerNode>, ApiError> {
+    state.cluster.as_ref().ok_or_else(|| {
+        ApiError::not_found(
+            "cluster_disabled",
+            "the replicated ledger is off (cluster.enabled = false)",
+        )
+    })
+}
+
+fn ledger_error(error: LedgerError) -> ApiError {
+    match error {
+        LedgerError::Rejected(reason) => ApiError::conflict("rejected_by_ledger", reason),
+        LedgerError::NoLeader | LedgerError::Unreachable(_) => ApiError::unavailable(
+            "quota_ledger_unreachable",
+            format!("the quota ledger has no reachable leader: {error}"),
+            1,
+        ),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request("invalid_request", format!("invalid body: {e}")))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, ApiError> {
+    serde_json::to_value(value).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopeBody {
+    caller: String,
+    #[serde(default)]
+    purpose: Option<Purpose>,
+}
+
+impl ScopeBody {
+    fn scope(&self) -> QuotaScope {
+        QuotaScope {
+            caller: Arc::from(self.caller.as_str()),
+            purpose: self.purpose,
+        }
+    }
+}
+
+pub async fn cluster_status(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
+    authorize(&state, &headers)?;
+    let status = node(&state)?.status();
+    Ok(Json(json!({
+        "node_id": status.node_id,
+        "role": status.role,
+        "leader": status.leader,
+        "term": status.term,
+        "last_applied": status.last_applied,
+        "voters": status.voters,
+        "members": status.members,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddMember {
+    id: u64,
+    addr: String,
+    /// Promote to voter once caught up (keep 3 or 5 voters; others stay learners).
+    #[serde(default)]
+    voter: bool,
+}
+
+pub async fn add_member(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> JsonResult {
+    authorize(&state, &headers)?;
+    let request: AddMember = parse(&body)?;
+    let node = node(&state)?;
+    node.add_learner(request.id, &request.addr)
+        .await
+        .map_err(ledger_error)?;
+    if request.voter {
+        node.promote(request.id).await.map_err(ledger_error)?;
+    }
+    Ok(Json(json!({"added": request.id, "voter": request.voter})))
+}
+
+pub async fn promote_member(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+) -> JsonResult {
+    authorize(&state, &headers)?;
+    node(&state)?.promote(id).await.map_err(ledger_error)?;
+    Ok(Json(json!({"promoted": id})))
+}
+
+pub async fn remove_member(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+) -> JsonResult {
+    authorize(&state, &headers)?;
+    node(&state)?.remove(id).await.map_err(ledger_error)?;
+    Ok(Json(json!({"removed": id})))
+}
+
+pub async fn quota(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
+    authorize(&state, &headers)?;
+    let node = node(&state)?;
+    let budgets = match node.read(ReadQuery::Budgets).await.map_err(ledger_error)? {
+        ReadAnswer::Budgets(budgets) => budgets,
+        _ => return Err(ApiError::internal("unexpected ledger answer")),
+    };
+    let ratios = match node.read(ReadQuery::Ratios).await.map_err(ledger_error)? {
+        ReadAnswer::Ratios(ratios) => to_json(&ratios)?,
+        _ => serde_json::Value::Null,
+    };
+    Ok(Json(
+        json!({"budgets": to_json(&budgets)?, "spend_ratios": ratios}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetBudget {
+    #[serde(flatten)]
+    scope: ScopeBody,
+    tokens_per_day: u64,
+}
+
+pub async fn set_quota(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> JsonResult {
+    let who = authorize(&state, &headers)?;
+    let request: SetBudget = parse(&body)?;
+    let spec = BudgetSpec {
+        max_lease_tokens: 0,
+        max_debt_tokens: request.tokens_per_day / 20,
+        ..BudgetSpec::daily(request.tokens_per_day)
+    };
+    node(&state)?
+        .set_budget(request.scope.scope(), spec, &who)
+        .await
+        .map_err(ledger_error)?;
+    Ok(Json(
+        json!({"set": request.scope.scope().to_string(), "tokens_per_day": request.tokens_per_day, "by": who}),
+    ))
+}
+
+pub async fn list_overrides(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
+    authorize(&state, &headers)?;
+    match node(&state)?
+        .read(ReadQuery::Overrides)
+        .await
+        .map_err(ledger_error)?
+    {
+        ReadAnswer::Overrides(list) => Ok(Json(json!({"overrides": to_json(&list)?}))),
+        _ => Err(ApiError::internal("unexpected ledger answer")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProposeOverride {
+    #[serde(flatten)]
+    scope: ScopeBody,
+    extra_tokens: u64,
+    reason: String,
+    /// At most 2 h (the default); no renewal — propose again when it lapses.
+    #[serde(default)]
+    duration_secs: Option<u64>,
+}
+
+pub async fn propose_override(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> JsonResult {
+    let who = authorize(&state, &headers)?;
+    let request: ProposeOverride = parse(&body)?;
+    let duration = request
+        .duration_secs
+        .map(Duration::from_secs)
+        .unwrap_or(MAX_OVERRIDE);
+    if duration > MAX_OVERRIDE || duration.is_zero() {
+        return Err(ApiError::bad_request(
+            "invalid_override",
+            "duration_secs must be between 1 and 7200",
+        ));
+    }
+    if request.reason.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid_override",
+            "a reason is required",
+        ));
+    }
+    let id = node(&state)?
+        .propose_override(
+            request.scope.scope(),
+            request.extra_tokens,
+            &request.reason,
+            duration,
+            &who,
+        )
+        .await
+        .map_err(ledger_error)?;
+    Ok(Json(json!({"proposed": id, "requester": who})))
+}
+
+pub async fn approve_override(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+) -> JsonResult {
+    let who = authorize(&state, &headers)?;
+    node(&state)?
+        .approve_override(id, &who)
+        .await
+        .map_err(ledger_error)?;
+    Ok(Json(json!({"approved": id, "approver": who})))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct Revoke {
+    reason: String,
+}
+
+pub async fn revoke_override(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    body: Bytes,
+) -> JsonResult {
+    let who = authorize(&state, &headers)?;
+    let request: Revoke = if body.is_empty() {
+        Revoke::default()
+    } else {
+        parse(&body)?
+    };
+    node(&state)?
+        .revoke_override(id, &who, &request.reason)
+        .await
+        .map_err(ledger_error)?;
+    Ok(Json(json!({"revoked": id, "by": who})))
+}
+
+pub async fn audit(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
+    authorize(&state, &headers)?;
+    match node(&state)?
+        .read(ReadQuery::Audit { after_seq: 0 })
+        .await
+        .map_err(ledger_error)?
+    {
+        ReadAnswer::Audit(entries) => Ok(Json(json!({"entries": to_json(&entries)?}))),
+        _ => Err(ApiError::internal("unexpected ledger answer")),
+    }
+}

@@ -1,0 +1,226 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Three real gateway processes forming one Raft group: joining, the two-person override
+//! rule through the API of different replicas, and one global budget across replicas.
+
+mod common;
+
+use common::*;
+use http::Method;
+use std::time::Duration;
+
+const ALICE: &str = "alice-key-0123456789";
+const BOB: &str = "bob-key-0123456789ab";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn admin(
+    base: &str,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: serde_json::Value,
+) -> Reply {
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    send(
+        method,
+        &format!("{base}{path}"),
+        &[
+            ("authorization", &format!("Bearer {key}")),
+            ("content-type", "application/json"),
+        ],
+        body,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn three_replicas_share_one_budget_and_enforce_the_two_person_rule() {
+    // Each answer reports 3 + 8 = 11 tokens, the same as the admission estimate for
+    // "hi" with max_tokens 8, so the budget counts whole requests.
+    let worker = CaptureWorker::start((3, 8)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"
+[cluster]
+secret = "test-cluster-secret"
+
+[admin]
+keys = [{{ name = "alice", key = "{ALICE}" }}, {{ name = "bob", key = "{BOB}" }}]
+
+[[admission.tenants]]
+api_key = "sk-a"
+caller = "team-a"
+max_priority = "P1"
+tokens_per_day = 110
+
+[[workers]]
+name = "w"
+url = "{}"
+models = ["sim-llama"]
+"#,
+        worker.url
+    );
+    let path = dir.path().join("switchyard.toml");
+    std::fs::write(&path, config).unwrap();
+    let raft1 = format!("127.0.0.1:{}", free_port());
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let data = dir.path().join(format!("node{id}"));
+        let id_text = id.to_string();
+        let raft = if id == 1 {
+            raft1.clone()
+        } else {
+            "127.0.0.1:0".to_string()
+        };
+        let mut args = vec![
+            "--config",
+            path.to_str().unwrap(),
+            "--node-id",
+            &id_text,
+            "--raft-addr",
+            &raft,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ];
+        if id > 1 {
+            args.extend(["--join", raft1.as_str()]);
+        }
+        nodes.push(GatewayProcess::spawn(&args).await);
+    }
+    let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
+
+    let formed = eventually(Duration::from_secs(30), || async {
+        let status = admin(
+            &bases[0],
+            ALICE,
+            Method::GET,
+            "/admin/cluster",
+            serde_json::Value::Null,
+        )
+        .await;
+        status.status == 200
+            && status.json()["voters"]
+                .as_array()
+                .is_some_and(|v| v.len() == 3)
+    })
+    .await;
+    assert!(formed, "three voters");
+
+    // Two-person rule, across replicas.
+    let proposed = admin(
+        &bases[1],
+        ALICE,
+        Method::POST,
+        "/admin/overrides",
+        serde_json::json!({"caller": "team-a", "extra_tokens": 1000, "reason": "launch day", "duration_secs": 600}),
+    )
+    .await;
+    assert_eq!(proposed.status, 200, "{}", proposed.body);
+    let id = proposed.json()["proposed"].as_u64().unwrap();
+    let self_approval = admin(
+        &bases[2],
+        ALICE,
+        Method::POST,
+        &format!("/admin/overrides/{id}/approve"),
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(
+        self_approval.status, 409,
+        "the requester cannot approve: {}",
+        self_approval.body
+    );
+    let too_long = admin(
+        &bases[0],
+        ALICE,
+        Method::POST,
+        "/admin/overrides",
+        serde_json::json!({"caller": "team-a", "extra_tokens": 1, "reason": "x", "duration_secs": 7201}),
+    )
+    .await;
+    assert_eq!(too_long.status, 400);
+    let revoke = admin(
+        &bases[0],
+        BOB,
+        Method::DELETE,
+        &format!("/admin/overrides/{id}"),
+        serde_json::json!({"reason": "not needed"}),
+    )
+    .await;
+    assert_eq!(revoke.status, 200, "{}", revoke.body);
+    let listed = admin(
+        &bases[0],
+        BOB,
+        Method::GET,
+        "/admin/overrides",
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(listed.json()["overrides"][0]["requester"], "alice");
+
+    // Wait until every replica has the budget (seeded from config by the first node up).
+    let budgeted = eventually(Duration::from_secs(30), || async {
+        let quota = admin(
+            &bases[2],
+            ALICE,
+            Method::GET,
+            "/admin/quota",
+            serde_json::Value::Null,
+        )
+        .await;
+        quota.status == 200
+            && quota.json()["budgets"]
+                .as_array()
+                .is_some_and(|b| !b.is_empty())
+    })
+    .await;
+    assert!(budgeted);
+
+    // 30 requests spread over the replicas against a budget of 10 requests' worth.
+    let mut served = 0u64;
+    let mut refused = 0u64;
+    for i in 0..30 {
+        let reply = send(
+            Method::POST,
+            &format!("{}/v1/chat/completions", bases[i % 3]),
+            &[
+                ("authorization", "Bearer sk-a"),
+                ("content-type", "application/json"),
+            ],
+            chat("sim-llama", "hi", false).to_string(),
+        )
+        .await;
+        match reply.status.as_u16() {
+            200 => served += 1,
+            429 | 503 => {
+                assert!(reply.header("retry-after").is_some(), "{}", reply.body);
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {}", reply.body),
+        }
+    }
+    assert!(
+        served * 11 <= 110,
+        "the fleet admitted {} tokens of a 110-token budget",
+        served * 11
+    );
+    assert!(served >= 3, "the budget is usable: only {served} served");
+    assert_eq!(served + refused, 30);
+    let forwarded = worker
+        .heads
+        .lock()
+        .iter()
+        .filter(|h| h.starts_with("post"))
+        .count() as u64;
+    assert_eq!(forwarded, served);
+}

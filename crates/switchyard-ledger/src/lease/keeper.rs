@@ -1,0 +1,172 @@
+//! The lease keeper: an owned task that keeps one lease per budget (and per override the
+//! node has demand for), renews each well before expiry or once half of it is used, sizes
+//! requests from observed demand, and releases everything on shutdown.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+use super::{LeaseTable, LocalLease};
+use crate::command::{Command, CommandResponse, LeaseDenied, PoolId};
+use crate::config::LeaseConfig;
+use crate::error::LedgerError;
+use crate::node::core::LedgerCore;
+
+pub(crate) struct LeaseKeeper {
+    pub core: Arc<LedgerCore>,
+    pub table: Arc<LeaseTable>,
+    pub config: LeaseConfig,
+}
+
+impl LeaseKeeper {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.check_interval) => {}
+                _ = self.table.kicked().notified() => {}
+                _ = shutdown.changed() => break,
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+            self.pass().await;
+        }
+        self.release_all().await;
+    }
+
+    /// One look at every lease.
+    pub async fn pass(&self) {
+        self.table.sync_with_view();
+        let set = self.table.set();
+        let leases: Vec<Arc<LocalLease>> = set.all().cloned().collect();
+        drop(set);
+        for lease in leases {
+            let now = self.table.clock().now();
+            if lease.note_expiry(now) {
+                self.core.metrics.lease_local_expiries.inc();
+            }
+            if let Some(demand) = self.due(&lease, now) {
+                self.renew(&lease, demand).await;
+            }
+            let remaining = lease.snapshot().remaining(self.table.clock().now());
+            self.core
+                .metrics
+                .lease_remaining_tokens
+                .with_label_values(&[&pool_label(&lease.pool)])
+                .set(i64::try_from(remaining).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The demand to ask for if the lease should be renewed now.
+    fn due(&self, lease: &LocalLease, now: Instant) -> Option<u64> {
+        let s = lease.snapshot();
+        if s.next_attempt.is_some_and(|at| now < at) {
+            return None;
+        }
+        let is_override = matches!(lease.pool, PoolId::Override(_));
+        if is_override && s.epoch.is_none() && s.asked == 0 {
+            return None;
+        }
+        let window = s
+            .renewed_at
+            .map(|at| now.saturating_duration_since(at))
+            .unwrap_or(self.config.check_interval)
+            .max(self.config.check_interval);
+        let ttl = self.config.ttl.as_secs_f64();
+        let per_ttl = s.asked as f64 / window.as_secs_f64() * ttl * self.config.demand_headroom;
+        let floor = if is_override {
+            s.asked.max(1)
+        } else {
+            self.config.min_demand_tokens
+        };
+        let demand = (per_ttl as u64).max(floor);
+        let live = s.deadline.is_some_and(|d| now < d);
+        let old = s.renewed_at.is_none_or(|at| {
+            now.saturating_duration_since(at)
+                >= self.config.ttl.mul_f64(self.config.renew_after_fraction)
+        });
+        let half_used = s.used_total.saturating_sub(s.used_at_renewal) * 2
+            >= s.granted_at_renewal
+                .saturating_sub(s.used_at_renewal)
+                .max(1);
+        if s.epoch.is_none() || !live || old || s.starved || half_used {
+            if is_override && !live && s.asked == 0 {
+                return None;
+            }
+            return Some(demand);
+        }
+        None
+    }
+
+    async fn renew(&self, lease: &LocalLease, demand: u64) {
+        let clock = self.table.clock();
+        let sent_at = clock.now();
+        let request = lease.prepare_renewal(self.core.id, demand, self.config.ttl, sent_at);
+        let result = self.core.write(Command::AcquireLease(request)).await;
+        let retry_at = clock.now() + self.config.ttl.mul_f64(self.config.renew_after_fraction);
+        let outcome = match &result {
+            Ok(CommandResponse::Lease(Ok(grant))) => {
+                lease.apply_grant(grant, sent_at, self.config.safety_margin, clock.now());
+                "granted"
+            }
+            Ok(CommandResponse::Lease(Err(LeaseDenied::Exhausted { .. }))) => {
+                lease.clear(retry_at);
+                "denied_exhausted"
+            }
+            Ok(CommandResponse::Lease(Err(LeaseDenied::PoolClosed))) => "denied_closed",
+            Ok(CommandResponse::Lease(Err(LeaseDenied::NoSuchPool))) => {
+                lease.clear(retry_at);
+                "denied_no_pool"
+            }
+            Ok(_) => "unexpected",
+            Err(e) => {
+                tracing::debug!(error = %e, pool = ?lease.pool, "lease renewal failed");
+                "unreachable"
+            }
+        };
+        self.table.set_reachable(!matches!(
+            result,
+            Err(LedgerError::NoLeader | LedgerError::Unreachable(_) | LedgerError::Raft(_))
+        ));
+        self.core
+            .metrics
+            .lease_requests
+            .with_label_values(&[outcome])
+            .inc();
+    }
+
+    /// Stops spending every lease and hands the unused part back (best effort).
+    pub async fn release_all(&self) {
+        let set = self.table.set();
+        let leases: Vec<Arc<LocalLease>> = set.all().cloned().collect();
+        drop(set);
+        for lease in leases {
+            let Some((epoch, used_total)) = lease.close_for_release() else {
+                continue;
+            };
+            let command = Command::ReleaseLease {
+                node: self.core.id,
+                pool: lease.pool.clone(),
+                epoch,
+                used_total,
+            };
+            let released = tokio::time::timeout(Duration::from_secs(2), self.core.write(command));
+            let outcome = match released.await {
+                Ok(Ok(_)) => "released",
+                _ => "release_failed",
+            };
+            self.core
+                .metrics
+                .lease_requests
+                .with_label_values(&[outcome])
+                .inc();
+        }
+    }
+}
+
+pub(crate) fn pool_label(pool: &PoolId) -> String {
+    match pool {
+        PoolId::Budget(scope) => scope.to_string(),
+        PoolId::Override(id) => format!("override-{id}"),
+    }
+}

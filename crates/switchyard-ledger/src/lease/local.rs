@@ -1,0 +1,287 @@
+//! One pool's lease as this node holds it. The hot path takes a short uncontended lock per
+//! reservation (granted and used must move together); the keeper task is the only writer of
+//! grants and deadlines.
+
+use parking_lot::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::command::{LeaseGrant, LeaseRequest, NodeId, PoolId};
+
+/// Why a reservation could not be taken from the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseMiss {
+    /// No lease yet (or the ledger refused one).
+    NoLease,
+    /// The local deadline passed before a renewal arrived.
+    Expired,
+    /// Not enough tokens left in the lease.
+    Short,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    epoch: Option<u64>,
+    granted_total: u64,
+    used_total: u64,
+    inflight: u64,
+    max_debt: u64,
+    deadline: Option<Instant>,
+    /// Tokens asked for (granted or not) since the last renewal: the demand signal.
+    asked: u64,
+    starved: bool,
+    renewed_at: Option<Instant>,
+    used_at_renewal: u64,
+    granted_at_renewal: u64,
+    expiry_counted: bool,
+    /// After a refusal, when the keeper may ask again.
+    next_attempt: Option<Instant>,
+}
+
+/// A read-only picture of a lease for metrics, tests and renewal decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseSnapshot {
+    pub epoch: Option<u64>,
+    pub granted_total: u64,
+    pub used_total: u64,
+    pub inflight: u64,
+    pub deadline: Option<Instant>,
+    pub asked: u64,
+    pub starved: bool,
+    pub renewed_at: Option<Instant>,
+    pub used_at_renewal: u64,
+    pub granted_at_renewal: u64,
+    pub next_attempt: Option<Instant>,
+}
+
+impl LeaseSnapshot {
+    pub fn remaining(&self, now: Instant) -> u64 {
+        match self.deadline {
+            Some(deadline) if now < deadline => self.granted_total.saturating_sub(self.used_total),
+            _ => 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct LocalLease {
+    pub pool: PoolId,
+    counters: Mutex<Counters>,
+}
+
+impl LocalLease {
+    pub fn new(pool: PoolId) -> Self {
+        Self {
+            pool,
+            counters: Mutex::new(Counters::default()),
+        }
+    }
+
+    /// Hot path: takes `tokens` if the lease is live and has them.
+    pub fn try_reserve(&self, tokens: u64, now: Instant) -> Result<(), LeaseMiss> {
+        let mut c = self.counters.lock();
+        c.asked = c.asked.saturating_add(tokens);
+        let Some(deadline) = c.deadline else {
+            c.starved = true;
+            return Err(LeaseMiss::NoLease);
+        };
+        if now >= deadline {
+            c.starved = true;
+            return Err(LeaseMiss::Expired);
+        }
+        if c.used_total.saturating_add(tokens) > c.granted_total {
+            c.starved = true;
+            return Err(LeaseMiss::Short);
+        }
+        c.used_total += tokens;
+        c.inflight += tokens;
+        Ok(())
+    }
+
+    /// Replaces an estimate by the real count. Overshoot goes into debt up to the lease's
+    /// allowance; what is beyond it is returned (metered, the ledger cannot cover it).
+    pub fn settle(&self, estimate: u64, actual: u64) -> u64 {
+        let mut c = self.counters.lock();
+        c.inflight = c.inflight.saturating_sub(estimate);
+        if actual >= estimate {
+            let extra = actual - estimate;
+            let ceiling = c.granted_total.saturating_add(c.max_debt);
+            let room = ceiling.saturating_sub(c.used_total);
+            let taken = extra.min(room);
+            c.used_total += taken;
+            extra - taken
+        } else {
+            c.used_total = c.used_total.saturating_sub(estimate - actual);
+            0
+        }
+    }
+
+    pub fn snapshot(&self) -> LeaseSnapshot {
+        let c = self.counters.lock();
+        LeaseSnapshot {
+            epoch: c.epoch,
+            granted_total: c.granted_total,
+            used_total: c.used_total,
+            inflight: c.inflight,
+            deadline: c.deadline,
+            asked: c.asked,
+            starved: c.starved,
+            renewed_at: c.renewed_at,
+            used_at_renewal: c.used_at_renewal,
+            granted_at_renewal: c.granted_at_renewal,
+            next_attempt: c.next_attempt,
+        }
+    }
+
+    /// Counts a local expiry once per lapse; answers whether this call was the first.
+    pub fn note_expiry(&self, now: Instant) -> bool {
+        let mut c = self.counters.lock();
+        let lapsed = c.deadline.is_some_and(|d| now >= d);
+        if lapsed && !c.expiry_counted {
+            c.expiry_counted = true;
+            return true;
+        }
+        false
+    }
+
+    /// Builds the renewal and, before it is sent, lowers what this node may spend to what
+    /// it keeps (`used + min(left, demand)`), so the ledger can reclaim the rest safely.
+    pub fn prepare_renewal(
+        &self,
+        node: NodeId,
+        demand: u64,
+        ttl: Duration,
+        now: Instant,
+    ) -> LeaseRequest {
+        let mut c = self.counters.lock();
+        c.asked = 0;
+        c.starved = false;
+        let live = c.deadline.is_some_and(|d| now < d);
+        if c.epoch.is_some() && live {
+            let left = c.granted_total.saturating_sub(c.used_total);
+            let cap = c.used_total.saturating_add(left.min(demand));
+            c.granted_total = c.granted_total.min(cap);
+        } else if c.epoch.is_some() {
+            // Lapsed locally: nothing more is spent under it until the ledger answers.
+            c.granted_total = c.granted_total.min(c.used_total);
+        }
+        LeaseRequest {
+            node,
+            pool: self.pool.clone(),
+            epoch: c.epoch,
+            used_total: c.used_total,
+            cap_total: c.granted_total.max(c.used_total),
+            demand: demand.max(1),
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Installs the ledger's answer. `sent_at` is when the request left this node, so the
+    /// local deadline is never later than the ledger's own expiry.
+    pub fn apply_grant(
+        &self,
+        grant: &LeaseGrant,
+        sent_at: Instant,
+        margin: Duration,
+        now: Instant,
+    ) {
+        let mut c = self.counters.lock();
+        if c.epoch != Some(grant.epoch) {
+            // A new epoch: the previous lease is gone (charged in full by the ledger), and
+            // reservations still in flight are carried into the new one.
+            c.epoch = Some(grant.epoch);
+            c.used_total = c.inflight;
+        }
+        c.granted_total = grant.granted_total;
+        c.max_debt = grant.max_debt_tokens;
+        let ttl = Duration::from_millis(grant.ttl_ms);
+        c.deadline = ttl.checked_sub(margin).map(|usable| sent_at + usable);
+        c.expiry_counted = false;
+        c.next_attempt = None;
+        c.renewed_at = Some(now);
+        c.used_at_renewal = c.used_total;
+        c.granted_at_renewal = c.granted_total;
+    }
+
+    /// The ledger refused a lease: nothing can be spent until a later grant, which is not
+    /// asked for before `retry_at` (an exhausted budget must not turn into a write storm).
+    pub fn clear(&self, retry_at: Instant) {
+        let mut c = self.counters.lock();
+        c.epoch = None;
+        c.deadline = None;
+        c.granted_total = c.used_total;
+        c.next_attempt = Some(retry_at);
+    }
+
+    /// Stops spending (shutdown); answers the release to send, if a lease is held.
+    pub fn close_for_release(&self) -> Option<(u64, u64)> {
+        let mut c = self.counters.lock();
+        c.deadline = None;
+        c.granted_total = c.used_total;
+        c.epoch.map(|epoch| (epoch, c.used_total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_core::QuotaScope;
+
+    fn grant(epoch: u64, granted_total: u64, ttl_ms: u64) -> LeaseGrant {
+        LeaseGrant {
+            pool: PoolId::Budget(QuotaScope::caller("a")),
+            epoch,
+            granted_total,
+            max_debt_tokens: 10,
+            expires_at_ms: 0,
+            ttl_ms,
+            rate_share_per_s: 0,
+            concurrency_share: 0,
+        }
+    }
+
+    #[test]
+    fn reservations_stop_at_the_grant_and_at_the_deadline_minus_margin() {
+        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")));
+        let t0 = Instant::now();
+        assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::NoLease));
+        lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::from_secs(1), t0);
+        assert_eq!(lease.try_reserve(60, t0), Ok(()));
+        assert_eq!(lease.try_reserve(50, t0), Err(LeaseMiss::Short));
+        assert_eq!(lease.try_reserve(40, t0), Ok(()));
+        let late = t0 + Duration::from_secs(9);
+        assert_eq!(lease.try_reserve(0, late), Err(LeaseMiss::Expired));
+    }
+
+    #[test]
+    fn settlement_refunds_and_debt_is_bounded() {
+        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")));
+        let t0 = Instant::now();
+        lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::ZERO, t0);
+        lease.try_reserve(50, t0).unwrap();
+        assert_eq!(lease.settle(50, 20), 0);
+        assert_eq!(lease.snapshot().used_total, 20);
+        lease.try_reserve(80, t0).unwrap();
+        // 80 estimated, 100 real: 10 fits the debt allowance (ceiling 110), 10 is overrun.
+        assert_eq!(lease.settle(80, 100), 10);
+        assert_eq!(lease.snapshot().used_total, 110);
+        assert_eq!(lease.snapshot().inflight, 0);
+    }
+
+    #[test]
+    fn renewal_caps_spending_before_sending_and_new_epochs_carry_inflight() {
+        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")));
+        let t0 = Instant::now();
+        lease.apply_grant(&grant(1, 1000, 10_000), t0, Duration::ZERO, t0);
+        lease.try_reserve(100, t0).unwrap();
+        let req = lease.prepare_renewal(7, 50, Duration::from_secs(10), t0);
+        assert_eq!(
+            (req.used_total, req.cap_total, req.epoch),
+            (100, 150, Some(1))
+        );
+        assert_eq!(lease.try_reserve(60, t0), Err(LeaseMiss::Short));
+        lease.apply_grant(&grant(2, 500, 10_000), t0, Duration::ZERO, t0);
+        assert_eq!(lease.snapshot().used_total, 100, "in-flight carried over");
+        assert_eq!(lease.settle(100, 0), 0);
+        assert_eq!(lease.snapshot().used_total, 0);
+    }
+}

@@ -1,0 +1,148 @@
+//! Prometheus families of one ledger node, registered on the registry passed at start.
+
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+/// Every branch the hot path and the lease keeper can take has a counter here.
+pub struct LedgerMetrics {
+    pub raft_role: IntGaugeVec,
+    pub raft_term: IntGauge,
+    pub commit_index: IntGauge,
+    pub applied_index: IntGauge,
+    pub last_log_index: IntGauge,
+    pub replication_lag: IntGaugeVec,
+    pub apply_seconds: Histogram,
+    pub invariant_violations: IntCounter,
+    pub lease_requests: IntCounterVec,
+    pub lease_local_expiries: IntCounter,
+    pub lease_remaining_tokens: IntGaugeVec,
+    pub reserve_decisions: IntCounterVec,
+    pub settle_overrun_tokens: IntCounter,
+    pub spend_tokens: IntCounterVec,
+    pub spend_batches: IntCounterVec,
+    pub forwarded_writes: IntCounterVec,
+}
+
+pub const ROLES: [&str; 4] = ["leader", "follower", "candidate", "learner"];
+
+#[derive(Debug, thiserror::Error)]
+#[error("registering ledger metrics: {0}")]
+pub struct MetricsError(#[from] prometheus::Error);
+
+impl LedgerMetrics {
+    pub fn register(registry: &Registry) -> Result<Self, MetricsError> {
+        let metrics = Self {
+            raft_role: IntGaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_raft_role",
+                    "1 for the Raft role this node is in, 0 for the others",
+                ),
+                &["role"],
+            )?,
+            raft_term: IntGauge::new("switchyard_ledger_raft_term", "Current Raft term")?,
+            commit_index: IntGauge::new(
+                "switchyard_ledger_raft_commit_index",
+                "Highest log index known committed",
+            )?,
+            applied_index: IntGauge::new(
+                "switchyard_ledger_raft_applied_index",
+                "Highest log index applied to the state machine",
+            )?,
+            last_log_index: IntGauge::new(
+                "switchyard_ledger_raft_last_log_index",
+                "Highest log index stored locally",
+            )?,
+            replication_lag: IntGaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_raft_replication_lag_entries",
+                    "On the leader: entries a follower is behind the leader's log",
+                ),
+                &["follower"],
+            )?,
+            apply_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "switchyard_ledger_apply_seconds",
+                    "Time to apply one log entry to the ledger state machine",
+                )
+                .buckets(vec![1e-6, 5e-6, 2e-5, 1e-4, 5e-4, 2e-3, 1e-2]),
+            )?,
+            invariant_violations: IntCounter::new(
+                "switchyard_ledger_invariant_violations_total",
+                "Applied entries after which spent + lease holds exceeded a pool's limit",
+            )?,
+            lease_requests: IntCounterVec::new(
+                Opts::new(
+                    "switchyard_ledger_lease_requests_total",
+                    "Lease acquisitions and renewals this node made, by outcome",
+                ),
+                &["outcome"],
+            )?,
+            lease_local_expiries: IntCounter::new(
+                "switchyard_ledger_lease_local_expiries_total",
+                "Local leases that reached their deadline before a renewal arrived",
+            )?,
+            lease_remaining_tokens: IntGaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_lease_remaining_tokens",
+                    "Tokens left in this node's lease, per pool (budget scope or override)",
+                ),
+                &["pool"],
+            )?,
+            reserve_decisions: IntCounterVec::new(
+                Opts::new(
+                    "switchyard_ledger_reserve_decisions_total",
+                    "Hot-path reservations by decision",
+                ),
+                &["decision"],
+            )?,
+            settle_overrun_tokens: IntCounter::new(
+                "switchyard_ledger_settle_overrun_tokens_total",
+                "Tokens settled beyond a lease's debt allowance (estimate far below the real count)",
+            )?,
+            spend_tokens: IntCounterVec::new(
+                Opts::new(
+                    "switchyard_ledger_spend_tokens_total",
+                    "Tokens settled on this node, by purpose and override",
+                ),
+                &["purpose", "override"],
+            )?,
+            spend_batches: IntCounterVec::new(
+                Opts::new(
+                    "switchyard_ledger_spend_batches_total",
+                    "Spend report batches this node proposed, by outcome",
+                ),
+                &["outcome"],
+            )?,
+            forwarded_writes: IntCounterVec::new(
+                Opts::new(
+                    "switchyard_ledger_writes_total",
+                    "Ledger writes issued by this node, by path and outcome",
+                ),
+                &["path", "outcome"],
+            )?,
+        };
+        registry.register(Box::new(metrics.raft_role.clone()))?;
+        registry.register(Box::new(metrics.raft_term.clone()))?;
+        registry.register(Box::new(metrics.commit_index.clone()))?;
+        registry.register(Box::new(metrics.applied_index.clone()))?;
+        registry.register(Box::new(metrics.last_log_index.clone()))?;
+        registry.register(Box::new(metrics.replication_lag.clone()))?;
+        registry.register(Box::new(metrics.apply_seconds.clone()))?;
+        registry.register(Box::new(metrics.invariant_violations.clone()))?;
+        registry.register(Box::new(metrics.lease_requests.clone()))?;
+        registry.register(Box::new(metrics.lease_local_expiries.clone()))?;
+        registry.register(Box::new(metrics.lease_remaining_tokens.clone()))?;
+        registry.register(Box::new(metrics.reserve_decisions.clone()))?;
+        registry.register(Box::new(metrics.settle_overrun_tokens.clone()))?;
+        registry.register(Box::new(metrics.spend_tokens.clone()))?;
+        registry.register(Box::new(metrics.spend_batches.clone()))?;
+        registry.register(Box::new(metrics.forwarded_writes.clone()))?;
+        Ok(metrics)
+    }
+
+    /// Metrics registered on a private registry (tests, benches).
+    pub fn unregistered() -> Result<Self, MetricsError> {
+        Self::register(&Registry::new())
+    }
+}

@@ -1,0 +1,103 @@
+//! Pooled HTTP/1 client for node-to-node calls: bincode bodies, the cluster secret, the
+//! sender's id, and a hard timeout on every call.
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{FROM_HEADER, FaultSwitch, SECRET_HEADER};
+use crate::command::NodeId;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("fault switch dropped the call")]
+    Dropped,
+    #[error("building request: {0}")]
+    Request(String),
+    #[error("connecting or sending: {0}")]
+    Connect(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("peer answered {status}: {body}")]
+    Status { status: StatusCode, body: String },
+}
+
+pub struct HttpTransport {
+    client: Client<HttpConnector, Full<Bytes>>,
+    secret: Arc<str>,
+    node_id: NodeId,
+    faults: Arc<FaultSwitch>,
+}
+
+impl HttpTransport {
+    pub fn new(
+        node_id: NodeId,
+        secret: Arc<str>,
+        faults: Arc<FaultSwitch>,
+        connect_timeout: Duration,
+    ) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Self {
+            client,
+            secret,
+            node_id,
+            faults,
+        }
+    }
+
+    /// POSTs `body` to `http://{addr}{path}` and returns the answer's bytes.
+    pub async fn post(
+        &self,
+        peer: Option<NodeId>,
+        addr: &str,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Bytes, TransportError> {
+        if !self.faults.allows(peer) {
+            return Err(TransportError::Dropped);
+        }
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(format!("http://{addr}{path}"))
+            .header(http::header::CONTENT_TYPE, "application/octet-stream")
+            .header(SECRET_HEADER, &*self.secret)
+            .header(FROM_HEADER, self.node_id.to_string())
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| TransportError::Request(e.to_string()))?;
+        let call = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| TransportError::Connect(e.to_string()))?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| TransportError::Connect(e.to_string()))?
+                .to_bytes();
+            if status != StatusCode::OK {
+                return Err(TransportError::Status {
+                    status,
+                    body: String::from_utf8_lossy(&bytes).into_owned(),
+                });
+            }
+            Ok(bytes)
+        };
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| TransportError::Timeout(timeout))?
+    }
+}

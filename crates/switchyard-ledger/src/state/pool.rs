@@ -1,0 +1,353 @@
+//! One pool of tokens (a scope's period budget, or an approved override) and the leases drawn
+//! against it. Pure bookkeeping: time is passed in (ledger time, from entry timestamps).
+//!
+//! The invariant this module keeps: `spent + Σ hold(lease) ≤ limit`, where a lease's hold is
+//! what its node may still spend (`granted_total − used_reported`) plus the debt allowance.
+//! Leases are charged in full when they expire, because the ledger cannot know what a silent
+//! node spent; a node that renews or releases reports its real count instead.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::command::{
+    BudgetSpec, LeaseDenied, LeaseGrant, LeaseRequest, MAX_LEASE_TTL_MS, NodeId, PoolId,
+};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub epoch: u64,
+    pub granted_total: u64,
+    pub used_reported: u64,
+    pub expires_at_ms: u64,
+    pub demand: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pool {
+    pub spec: BudgetSpec,
+    pub spent: u64,
+    pub period_index: u64,
+    /// Overrides close at their deadline; budgets never do.
+    pub closes_at_ms: Option<u64>,
+    pub closed: bool,
+    pub next_epoch: u64,
+    pub leases: BTreeMap<NodeId, Lease>,
+    /// Set when an operator lowered the limit below what is already committed: nothing is
+    /// granted until spend and holds fall back under the new limit.
+    pub overhang: bool,
+}
+
+/// What happened to leases while time moved on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    pub leases: u64,
+    pub tokens_charged: u64,
+}
+
+impl Pool {
+    pub fn new(spec: BudgetSpec, now_ms: u64, closes_at_ms: Option<u64>) -> Self {
+        let mut pool = Self {
+            spec,
+            spent: 0,
+            period_index: 0,
+            closes_at_ms,
+            closed: false,
+            next_epoch: 1,
+            leases: BTreeMap::new(),
+            overhang: false,
+        };
+        pool.period_index = pool.period_of(now_ms);
+        pool
+    }
+
+    fn period_of(&self, now_ms: u64) -> u64 {
+        now_ms.checked_div(self.spec.period_ms).unwrap_or(0)
+    }
+
+    pub fn hold(&self, lease: &Lease) -> u64 {
+        lease
+            .granted_total
+            .saturating_add(self.spec.max_debt_tokens)
+            .saturating_sub(lease.used_reported)
+    }
+
+    pub fn holds(&self) -> u64 {
+        self.leases.values().map(|l| self.hold(l)).sum()
+    }
+
+    /// Spent plus everything still held by leases: the share of the limit that is taken.
+    pub fn committed(&self) -> u64 {
+        self.spent.saturating_add(self.holds())
+    }
+
+    pub fn invariant_holds(&self) -> bool {
+        self.overhang || self.committed() <= self.spec.limit_tokens
+    }
+
+    /// Period rollover, expiry of leases, closing at the deadline.
+    pub fn advance(&mut self, now_ms: u64) -> Expired {
+        let period = self.period_of(now_ms);
+        if period > self.period_index {
+            self.period_index = period;
+            self.spent = 0;
+        }
+        let mut expired = Expired::default();
+        let due: Vec<NodeId> = self
+            .leases
+            .iter()
+            .filter(|(_, lease)| lease.expires_at_ms <= now_ms)
+            .map(|(node, _)| *node)
+            .collect();
+        for node in due {
+            if let Some(lease) = self.leases.remove(&node) {
+                let hold = self.hold(&lease);
+                self.spent = self.spent.saturating_add(hold);
+                expired.leases += 1;
+                expired.tokens_charged += hold;
+            }
+        }
+        if self.closes_at_ms.is_some_and(|at| at <= now_ms) {
+            self.closed = true;
+        }
+        self.refresh_overhang();
+        expired
+    }
+
+    fn refresh_overhang(&mut self) {
+        if self.overhang && self.committed() <= self.spec.limit_tokens {
+            self.overhang = false;
+        }
+    }
+
+    pub fn set_spec(&mut self, spec: BudgetSpec) {
+        self.spec = spec;
+        if self.committed() > self.spec.limit_tokens {
+            self.overhang = true;
+        }
+    }
+
+    /// Books what a node reports as used under its lease (clamped to what it could spend).
+    fn charge(&mut self, node: NodeId, used_total: u64) {
+        let max_debt = self.spec.max_debt_tokens;
+        if let Some(lease) = self.leases.get_mut(&node) {
+            let used = used_total.min(lease.granted_total.saturating_add(max_debt));
+            if used > lease.used_reported {
+                self.spent = self.spent.saturating_add(used - lease.used_reported);
+                lease.used_reported = used;
+            }
+        }
+    }
+
+    pub fn release(&mut self, node: NodeId, epoch: u64, used_total: u64) -> bool {
+        if self.leases.get(&node).is_none_or(|l| l.epoch != epoch) {
+            return false;
+        }
+        self.charge(node, used_total);
+        self.leases.remove(&node);
+        self.refresh_overhang();
+        true
+    }
+
+    /// Renews or opens the node's lease, Doorman-style: each node's slice of the remaining
+    /// budget is proportional to its reported demand when demand exceeds what is left.
+    pub fn grant(
+        &mut self,
+        pool_id: &PoolId,
+        req: &LeaseRequest,
+        now_ms: u64,
+    ) -> Result<LeaseGrant, LeaseDenied> {
+        let max_debt = self.spec.max_debt_tokens;
+        match self.leases.get(&req.node) {
+            Some(lease) if Some(lease.epoch) == req.epoch => {
+                self.charge(req.node, req.used_total);
+                if let Some(lease) = self.leases.get_mut(&req.node) {
+                    let floor = req.cap_total.max(lease.used_reported);
+                    lease.granted_total = lease.granted_total.min(floor);
+                }
+            }
+            Some(stale) => {
+                // Fencing: the node no longer knows this epoch (restart, lost reply), so
+                // whatever it spent under it is unknowable and the whole hold is charged.
+                let hold = self.hold(stale);
+                self.spent = self.spent.saturating_add(hold);
+                self.leases.remove(&req.node);
+            }
+            None => {}
+        }
+        if self.closed {
+            return Err(LeaseDenied::PoolClosed);
+        }
+        let limit = self.spec.limit_tokens;
+        if !self.leases.contains_key(&req.node) {
+            let free = limit.saturating_sub(self.committed());
+            if self.overhang || free <= max_debt {
+                return Err(LeaseDenied::Exhausted {
+                    limit,
+                    committed: self.committed(),
+                });
+            }
+            let epoch = self.next_epoch;
+            self.next_epoch += 1;
+            self.leases.insert(
+                req.node,
+                Lease {
+                    epoch,
+                    granted_total: 0,
+                    used_reported: 0,
+                    expires_at_ms: now_ms,
+                    demand: 0,
+                },
+            );
+        }
+        let others_holds: u64 = self
+            .leases
+            .iter()
+            .filter(|(node, _)| **node != req.node)
+            .map(|(_, lease)| self.hold(lease))
+            .sum();
+        let others_demand: u128 = self
+            .leases
+            .iter()
+            .filter(|(node, _)| **node != req.node)
+            .map(|(_, lease)| u128::from(lease.demand))
+            .sum();
+        let free_for_me = limit.saturating_sub(self.spent.saturating_add(others_holds));
+        let remaining = u128::from(limit.saturating_sub(self.spent));
+        let demand = u128::from(req.demand);
+        let total_demand = demand + others_demand;
+        let fair = if total_demand <= remaining {
+            demand
+        } else {
+            remaining * demand / total_demand.max(1)
+        };
+        let fair = match self.spec.max_lease_tokens {
+            0 => fair,
+            cap => fair.min(u128::from(cap)),
+        };
+        let ttl_ms = req.ttl_ms.clamp(1, MAX_LEASE_TTL_MS);
+        let expires_at_ms = match self.closes_at_ms {
+            Some(close) => close.min(now_ms.saturating_add(ttl_ms)),
+            None => now_ms.saturating_add(ttl_ms),
+        };
+        let rate_share = share(self.spec.rate_tokens_per_s, demand, total_demand);
+        let concurrency_share = share(self.spec.max_concurrency, demand, total_demand);
+        let overhang = self.overhang;
+        let Some(lease) = self.leases.get_mut(&req.node) else {
+            return Err(LeaseDenied::NoSuchPool);
+        };
+        let ceiling = free_for_me
+            .saturating_add(lease.used_reported)
+            .saturating_sub(max_debt);
+        let target = u64::try_from(u128::from(lease.used_reported) + fair).unwrap_or(u64::MAX);
+        if !overhang {
+            lease.granted_total = lease.granted_total.max(target.min(ceiling));
+        }
+        lease.expires_at_ms = expires_at_ms;
+        lease.demand = req.demand;
+        Ok(LeaseGrant {
+            pool: pool_id.clone(),
+            epoch: lease.epoch,
+            granted_total: lease.granted_total,
+            max_debt_tokens: max_debt,
+            expires_at_ms,
+            ttl_ms: expires_at_ms.saturating_sub(now_ms),
+            rate_share_per_s: rate_share,
+            concurrency_share,
+        })
+    }
+}
+
+fn share(total: u64, demand: u128, total_demand: u128) -> u64 {
+    if total == 0 || total_demand == 0 {
+        return 0;
+    }
+    let part = u128::from(total) * demand / total_demand;
+    u64::try_from(part).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_core::QuotaScope;
+
+    fn spec(limit: u64, debt: u64) -> BudgetSpec {
+        BudgetSpec {
+            limit_tokens: limit,
+            period_ms: 1_000_000,
+            rate_tokens_per_s: 0,
+            max_concurrency: 0,
+            max_debt_tokens: debt,
+            max_lease_tokens: 0,
+        }
+    }
+
+    fn req(node: NodeId, epoch: Option<u64>, used: u64, cap: u64, demand: u64) -> LeaseRequest {
+        LeaseRequest {
+            node,
+            pool: PoolId::Budget(QuotaScope::caller("a")),
+            epoch,
+            used_total: used,
+            cap_total: cap,
+            demand,
+            ttl_ms: 10_000,
+        }
+    }
+
+    #[test]
+    fn oversubscribed_demand_is_split_in_proportion() {
+        let id = PoolId::Budget(QuotaScope::caller("a"));
+        let mut pool = Pool::new(spec(1000, 0), 0, None);
+        let a = pool.grant(&id, &req(1, None, 0, 0, 300), 0).unwrap();
+        assert_eq!(a.granted_total, 300);
+        // Node 2 wants 2100: demand 300 + 2100 > 1000 left, so it gets what is free (700)
+        // capped by its fair share 1000 * 2100 / 2400 = 875.
+        let b = pool.grant(&id, &req(2, None, 0, 0, 2100), 0).unwrap();
+        assert_eq!(b.granted_total, 700);
+        assert_eq!(pool.committed(), 1000);
+        let c = pool.grant(&id, &req(3, None, 0, 0, 10), 0);
+        assert!(matches!(c, Err(LeaseDenied::Exhausted { .. })));
+    }
+
+    #[test]
+    fn renewal_charges_usage_and_cap_returns_the_rest() {
+        let id = PoolId::Budget(QuotaScope::caller("a"));
+        let mut pool = Pool::new(spec(1000, 10), 0, None);
+        let a = pool.grant(&id, &req(1, None, 0, 0, 500), 0).unwrap();
+        assert_eq!(a.granted_total, 500);
+        assert_eq!(pool.committed(), 510);
+        // Node used 100 and gives back all but 50 of what is left.
+        let a2 = pool
+            .grant(&id, &req(1, Some(a.epoch), 100, 150, 50), 5)
+            .unwrap();
+        assert_eq!(a2.epoch, a.epoch);
+        assert_eq!(a2.granted_total, 150);
+        assert_eq!(pool.spent, 100);
+        assert_eq!(pool.committed(), 100 + 50 + 10);
+    }
+
+    #[test]
+    fn expiry_charges_the_whole_hold_and_stale_epochs_are_fenced() {
+        let id = PoolId::Budget(QuotaScope::caller("a"));
+        let mut pool = Pool::new(spec(1000, 10), 0, None);
+        let a = pool.grant(&id, &req(1, None, 0, 0, 200), 0).unwrap();
+        let expired = pool.advance(10_000);
+        assert_eq!(expired.leases, 1);
+        assert_eq!(pool.spent, 210);
+        let b = pool
+            .grant(&id, &req(1, Some(a.epoch), 50, 200, 200), 10_001)
+            .unwrap();
+        assert!(b.epoch > a.epoch, "a new epoch fences the old lease");
+        assert_eq!(pool.spent, 210, "the expired lease is not charged twice");
+    }
+
+    #[test]
+    fn period_rollover_resets_spend() {
+        let id = PoolId::Budget(QuotaScope::caller("a"));
+        let mut pool = Pool::new(spec(1000, 0), 0, None);
+        let a = pool.grant(&id, &req(1, None, 0, 0, 400), 0).unwrap();
+        assert!(pool.release(1, a.epoch, 400));
+        assert_eq!(pool.spent, 400);
+        pool.advance(1_000_000);
+        assert_eq!(pool.spent, 0);
+    }
+}
