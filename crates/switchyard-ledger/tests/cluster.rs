@@ -30,7 +30,13 @@ async fn three_nodes_elect_forward_writes_and_broadcast_affinity() {
     assert_eq!(budgets[0].spec.limit_tokens, 50_000);
 
     follower
-        .record_affinity(0xabc, "", "worker-7", &[], "fallback from overloaded worker-2")
+        .record_affinity(
+            0xabc,
+            "",
+            "worker-7",
+            &[],
+            "fallback from overloaded worker-2",
+        )
         .await
         .unwrap();
     let record = tokio::time::timeout(Duration::from_secs(5), affinity_rx.recv())
@@ -76,7 +82,9 @@ async fn a_restarted_node_recovers_its_state_from_disk() {
         .await
         .unwrap();
     for key in 0..300u64 {
-        node.record_affinity(key, "", "w1", &[], "test").await.unwrap();
+        node.record_affinity(key, "", "w1", &[], "test")
+            .await
+            .unwrap();
     }
     // A crash, not a shutdown: nothing is flushed or released on the way out.
     node.crash().await;
