@@ -142,6 +142,8 @@ async fn compare_policies(options: &DemoOptions, duration: Duration) -> Result<(
         load.duration = duration;
         load.workload = Workload::Multiturn;
         load.seed = options.seed;
+        // Named, not discovered: workers may still be reporting their models right after start.
+        load.model = Some("sim-llama".into());
         load.progress = true;
         let result = switchyard_load::run(load).await;
         fleet.shutdown().await;

@@ -89,6 +89,7 @@ fn warmed_policy(rng: &mut SmallRng) -> Warmed {
     let policy = CacheAwarePolicy::new(
         CacheAwareConfig::default(),
         &ConsistentHashConfig::default(),
+        RoutingKeyConfig::default(),
         RouterClock::system(),
         Arc::new(DiscardAffinity),
     )

@@ -9,7 +9,7 @@ use std::sync::Arc;
 pub enum AffinityReason {
     /// The worker holding the prefix was filtered out; the prefix now belongs to `worker`.
     Migration,
-    /// Hash placement put a new prefix past its owner because of the load bound.
+    /// Hash placement put a routing key past its ring owner because of the load bound.
     LoadMove,
 }
 
@@ -22,13 +22,17 @@ impl AffinityReason {
     }
 }
 
-/// "Prompts starting with `prefix` belong to `worker`." Workers are named, because ids are
-/// per process. Applying an event twice has the same effect as applying it once.
+/// "Requests with routing key `prefix_key` (and prompts continuing `prefix`) belong to
+/// `worker`." Workers are named, because ids are per process. Applying an event twice has the
+/// same effect as applying it once.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 pub struct AffinityEvent {
-    /// Stable hash of the prompt's leading block (the hash-placement key).
+    /// `stable_hash` of the request's routing key (session id, user, or the prompt's leading
+    /// `routing_key.prompt_prefix_bytes`): the key hash placement and overrides use. Enough on
+    /// its own to make a replica place the key where the emitter did.
     pub prefix_key: u64,
-    /// Migration: the whole matched prefix. LoadMove: the leading block.
+    /// Migration: the matched prompt prefix that moved (for a session: the conversation so
+    /// far). LoadMove: the routing key when it is a prompt prefix, empty for a session or user.
     pub prefix: Arc<str>,
     /// The worker that now owns the prefix.
     pub worker: String,

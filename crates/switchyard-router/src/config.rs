@@ -16,7 +16,7 @@ pub struct RoutingConfig {
     pub consistent_hash: ConsistentHashConfig,
     /// Hot-key spreading of `consistent_hash`.
     pub hotspot: HotspotConfig,
-    /// The routing key of `consistent_hash` (and of warmup).
+    /// The routing key of `consistent_hash`, of `cache_aware`'s placement, and of warmup.
     pub routing_key: RoutingKeyConfig,
 }
 

@@ -3,9 +3,10 @@
 //! - `consistent_hash`: the routing key ([`routing_key`]) on a ring of 256 virtual nodes per
 //!   worker (placed by worker name, so replicas agree), bounded loads, hot keys spread over a
 //!   few workers by a 30 s time-slice secondary hash.
-//! - `cache_aware`: follows cached prompt prefixes (bounded radix tree); new prompts are placed
-//!   by hashing their leading block onto the same ring; affinity migrates off filtered holders
-//!   and every deviation is announced as an [`AffinityEvent`] for the other replicas.
+//! - `cache_aware`: follows cached prompt prefixes (bounded radix tree; with a session or user
+//!   key only prefixes the prompt continues count); everything else is placed by hashing the
+//!   same routing key onto the same ring (bounded load); affinity migrates off filtered holders
+//!   and every deviation is announced as an [`AffinityEvent`] keyed by the routing key.
 //! - `power_of_two`, `least_load`, `round_robin`.
 //!
 //! The gateway reports membership (`worker_added` / `worker_removed`), feeds affinity events
@@ -92,6 +93,7 @@ pub fn build_policy(
         CacheAwarePolicy::NAME => Arc::new(CacheAwarePolicy::new(
             config.cache_aware.clone(),
             &config.consistent_hash,
+            config.routing_key.clone(),
             context.clock,
             context.affinity_sink,
         )?),

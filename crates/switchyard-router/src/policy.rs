@@ -52,7 +52,8 @@ pub struct Decision {
     pub branch: &'static str,
     /// Cache-aware only: the best prefix holder over all workers the tree knows.
     pub prefix_match: Option<PrefixMatch>,
-    /// Consistent hash only: where the routing key came from (None: no key, or not keyed).
+    /// consistent_hash and cache_aware: where the request's routing key came from (None: no
+    /// key, or the policy does not key).
     pub key_source: Option<RoutingKeySource>,
 }
 

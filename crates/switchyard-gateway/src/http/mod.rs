@@ -1,6 +1,7 @@
 //! HTTP surface: the OpenAI endpoints, operational endpoints and the admin API.
 
 mod admin;
+mod chaos;
 mod cluster;
 mod inference;
 mod ops;
@@ -58,6 +59,9 @@ pub fn router(state: SharedState) -> Router {
             post(cluster::approve_override),
         )
         .route("/admin/overrides/{id}", delete(cluster::revoke_override))
+        .route("/admin/ledger/local", get(chaos::local_state))
+        .route("/admin/ledger/spend-report", post(chaos::spend_report))
+        .route("/admin/ledger/affinity", post(chaos::record_affinity))
         .fallback(not_found)
         .with_state(state)
 }

@@ -6,6 +6,9 @@ use tokio::task::JoinHandle;
 use super::LiveConfig;
 use crate::config::{Config, ConfigError};
 
+/// How long a changed file must stay unchanged before it is read as the new config.
+const SETTLE: Duration = Duration::from_millis(50);
+
 /// Re-applies what the command line said over the file (flags win over the file on every
 /// reload, as they did at start-up).
 pub type ConfigOverrides = Arc<dyn Fn(Config) -> Result<Config, ConfigError> + Send + Sync>;
@@ -31,6 +34,13 @@ pub fn spawn_file_watcher(
             };
             if last.as_deref() == Some(text.as_str()) {
                 continue;
+            }
+            // An editor or `cp` may be half-way through writing: act only on content that
+            // stays the same for a moment, so a torn read is never applied (or refused).
+            tokio::time::sleep(SETTLE).await;
+            match tokio::fs::read_to_string(&path).await {
+                Ok(again) if again == text => {}
+                _ => continue,
             }
             last = Some(text.clone());
             match Config::parse(&text).and_then(|c| overrides(c)) {

@@ -1,11 +1,11 @@
 //! Announcing this replica's affinity moves, and applying moves announced by others.
 
-use super::CacheAwarePolicy;
+use super::{CacheAwarePolicy, KeyOf};
 use crate::affinity::{AffinityApplied, AffinityEvent, AffinityReason};
 use crate::hash::stable_hash;
 use crate::policy::RoutingStats;
 use crate::ring::Ring;
-use crate::routing_key::leading_chars;
+use crate::routing_key::{RoutingKeySource, leading_chars};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use switchyard_core::WorkerId;
@@ -41,13 +41,14 @@ impl AffinityCounters {
 }
 
 impl CacheAwarePolicy {
-    /// Counts a deviation and publishes it to the sink (by worker name).
+    /// Counts a deviation and publishes it to the sink (by worker name). The event is keyed by
+    /// the request's routing key, the same key placement and overrides use.
     pub(super) fn announce(
         &self,
         ring: &Ring,
         deviation: Deviation,
         prompt: &str,
-        block: &str,
+        key: Option<KeyOf<'_>>,
         worker: WorkerId,
     ) {
         let (reason, prefix, displaced) = match deviation {
@@ -57,8 +58,20 @@ impl CacheAwarePolicy {
             }
             Deviation::LoadMove => {
                 self.counters.load_moves.fetch_add(1, Ordering::Relaxed);
-                (AffinityReason::LoadMove, block, Vec::new())
+                // A prompt-prefix key is prompt text, which events carry anyway; a session id
+                // or user name is an identity and stays out of the broadcast (the hash does).
+                let text = match key {
+                    Some(key) if key.source == RoutingKeySource::PromptPrefix => key.text,
+                    _ => "",
+                };
+                (AffinityReason::LoadMove, text, Vec::new())
             }
+        };
+        // No key only when routing_key.order leaves out prompt_prefix and the request has no
+        // identity: such requests are never placed by key, so this entry is never looked up.
+        let prefix_key = match key {
+            Some(key) => key.hash,
+            None => stable_hash(leading_chars(prefix, self.keys.prompt_prefix_bytes).as_bytes()),
         };
         let Some(name) = ring.name_of(worker) else {
             // Only possible if the gateway routes to workers it never reported as added.
@@ -66,11 +79,7 @@ impl CacheAwarePolicy {
             return;
         };
         let event = AffinityEvent {
-            // The prefix's own leading block: for a migrated prefix shorter than a block this
-            // differs from the prompt's, and the event must describe itself.
-            prefix_key: stable_hash(
-                leading_chars(prefix, self.config.placement_block_bytes).as_bytes(),
-            ),
+            prefix_key,
             prefix: Arc::from(prefix),
             worker: name.to_string(),
             displaced: displaced
@@ -91,9 +100,11 @@ impl CacheAwarePolicy {
         self.sink.publish(event);
     }
 
-    /// Applies an event by worker names. A migration makes `worker` hold the prefix and drops
-    /// the displaced workers from it and below it; a load move records the placement override.
-    /// Both are idempotent, so a replica's own events echoed back change nothing.
+    /// Applies an event by worker names. Both kinds point the routing key (`prefix_key`) at
+    /// `worker`, so this replica places the session or block where the emitter did; a migration
+    /// also makes `worker` hold the prefix and drops the displaced workers from it and below
+    /// it, so the conversation's next turn follows as a prefix hit. Idempotent, so a replica's
+    /// own events echoed back change nothing.
     pub(super) fn apply_event(&self, event: &AffinityEvent) -> AffinityApplied {
         let ring = self.membership.ring();
         let Some(worker) = ring.id_of(&event.worker) else {
@@ -109,15 +120,11 @@ impl CacheAwarePolicy {
             .filter(|&id| id != worker)
             .collect();
         let mut state = self.state.lock();
-        match event.reason {
-            AffinityReason::Migration => {
-                if !event.prefix.is_empty() {
-                    state.tree.lookup(&event.prefix).insert(worker);
-                    state.tree.displace(&event.prefix, &displaced);
-                }
-            }
-            AffinityReason::LoadMove => state.overrides.set(event.prefix_key, worker),
+        if event.reason == AffinityReason::Migration && !event.prefix.is_empty() {
+            state.tree.lookup(&event.prefix).insert(worker);
+            state.tree.displace(&event.prefix, &displaced);
         }
+        state.overrides.set(event.prefix_key, worker);
         drop(state);
         self.counters.applied.fetch_add(1, Ordering::Relaxed);
         AffinityApplied::Applied

@@ -18,10 +18,21 @@ pub struct CacheAwareConfig {
     /// Prompts shorter than this skip the tree entirely: routed least-loaded, never cached.
     /// Empty prompts always do.
     pub min_prompt_bytes: u64,
-    /// A prompt no worker has cached is placed by hashing this many leading bytes onto the
-    /// ring, so every gateway replica picks the same worker without talking.
+    /// Deprecated and ignored (still accepted so existing config files load; a warning is
+    /// logged when it differs from `routing_key.prompt_prefix_bytes`): requests without an
+    /// affinity are placed by hashing the routing key (`routing.routing_key`), the function
+    /// warmup shares, so every gateway replica picks the same worker without talking.
     pub placement_block_bytes: u64,
-    /// Bound on remembered load-driven placement moves (oldest forgotten first).
+    /// Placing a new key (a new session, or a conversation no worker continues) also skips a
+    /// worker whose recent share of this replica's requests exceeds this × the mean (≥ 1.0),
+    /// besides the ring's in-flight bound (`consistent_hash.load_factor`). In-flight counts
+    /// at low concurrency are too coarse to balance by, and moving a conversation before it
+    /// has cached anything costs nothing, so this bound is tight.
+    pub placement_load_factor: f64,
+    /// Half-life of the decayed request counts behind that share (> 0).
+    pub placement_load_half_life_ms: u64,
+    /// Bound on remembered placement moves (load moves and migrations, by routing key; oldest
+    /// forgotten first).
     pub max_placement_overrides: u64,
 }
 
@@ -34,6 +45,8 @@ impl Default for CacheAwareConfig {
             max_tree_bytes: 64 * 1024 * 1024,
             min_prompt_bytes: 1,
             placement_block_bytes: 256,
+            placement_load_factor: 1.0,
+            placement_load_half_life_ms: 10_000,
             max_placement_overrides: 65_536,
         }
     }
@@ -67,6 +80,20 @@ impl CacheAwareConfig {
                 "cache_aware.placement_block_bytes",
                 "must be > 0",
                 self.placement_block_bytes,
+            ));
+        }
+        if !(self.placement_load_factor.is_finite() && self.placement_load_factor >= 1.0) {
+            return Err(invalid(
+                "cache_aware.placement_load_factor",
+                "must be a finite number >= 1.0",
+                self.placement_load_factor,
+            ));
+        }
+        if self.placement_load_half_life_ms == 0 {
+            return Err(invalid(
+                "cache_aware.placement_load_half_life_ms",
+                "must be > 0",
+                self.placement_load_half_life_ms,
             ));
         }
         if self.max_placement_overrides == 0 {
@@ -140,6 +167,27 @@ mod tests {
                     ..Default::default()
                 },
                 "cache_aware.placement_block_bytes",
+            ),
+            (
+                CacheAwareConfig {
+                    placement_load_factor: 0.5,
+                    ..Default::default()
+                },
+                "cache_aware.placement_load_factor",
+            ),
+            (
+                CacheAwareConfig {
+                    placement_load_factor: f64::NAN,
+                    ..Default::default()
+                },
+                "cache_aware.placement_load_factor",
+            ),
+            (
+                CacheAwareConfig {
+                    placement_load_half_life_ms: 0,
+                    ..Default::default()
+                },
+                "cache_aware.placement_load_half_life_ms",
             ),
             (
                 CacheAwareConfig {

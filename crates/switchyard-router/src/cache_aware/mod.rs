@@ -1,15 +1,21 @@
-//! Cache-aware routing: send a request to the worker that already caches the longest part of
-//! its prompt; place prompts nobody caches by hashing their leading block onto the ring (so
-//! every gateway replica agrees without talking); when the holder of a prefix is filtered,
-//! migrate the affinity to the fallback worker at once and say so to the other replicas.
+//! Cache-aware routing: send a request to the worker that already caches its affinity prefix;
+//! place the rest by hashing their routing key (session → user → prompt prefix, the function
+//! warmup shares) onto the ring with bounded load, so every gateway replica agrees without
+//! talking and sessions sharing one system prompt still spread; when the holder of a prefix is
+//! filtered, migrate the affinity to the fallback worker at once and say so to the other
+//! replicas.
 
 mod affinity;
 mod config;
+mod matching;
 mod placement;
+mod recent;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_affinity;
+#[cfg(test)]
+mod tests_keys;
 mod tree;
 
 pub use config::CacheAwareConfig;
@@ -21,32 +27,34 @@ use crate::error::RouterError;
 use crate::hash::stable_hash;
 use crate::load::{CandidateLoads, CandidateView, LeastLoaded, LoadBound, is_imbalanced};
 use crate::membership::Membership;
-use crate::policy::{Candidate, Decision, PrefixMatch, RouteRequest, RoutingPolicy, RoutingStats};
-use crate::routing_key::leading_chars;
+use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingStats};
+use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
+use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{PlacementKind, PlacementOverrides};
-use std::cmp::Reverse;
+use recent::RecentLoad;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 use switchyard_core::WorkerId;
-use tree::{Holder, PrefixTree};
+use tree::PrefixTree;
 
-/// A candidate holds the longest cached prefix, and it covers enough of the prompt.
+/// A candidate holds the longest affinity prefix, and it covers enough of the prompt.
 const PREFIX_HIT: &str = "prefix_hit";
-/// The longest prefix's holders were all filtered: affinity moved to another worker.
+/// The longest affinity prefix's holders were all filtered: affinity moved to another worker.
 const MIGRATED: &str = "migrated";
-/// Nothing (enough) cached: the leading block's ring owner.
+/// No affinity (or not enough): the routing key's ring owner.
 const HASH_PLACEMENT: &str = "hash_placement";
 /// Like `hash_placement`, but the owner was filtered and the next worker clockwise took it.
 const HASH_FALLBACK: &str = "hash_fallback";
-/// Placement followed a load move some replica made earlier for the same leading block.
+/// Placement followed a move some replica made earlier for the same routing key.
 const PLACEMENT_OVERRIDE: &str = "placement_override";
 /// Placement skipped the owner for the load bound (broadcast as a `LoadMove`).
 const LOAD_MOVE: &str = "load_move";
 /// The fleet's in-flight spread is too large: least loaded, cache ignored.
 const IMBALANCED: &str = "imbalanced";
-/// Short prompt, or no candidate on the ring: least loaded.
+/// Short prompt, no routing key, or no candidate on the ring: least loaded.
 const LEAST_LOADED: &str = "least_loaded";
 const BRANCHES: &[&str] = &[
     PREFIX_HIT,
@@ -64,10 +72,12 @@ const BRANCHES: &[&str] = &[
 struct AffinityState {
     tree: PrefixTree,
     overrides: PlacementOverrides,
+    recent: RecentLoad,
 }
 
 pub struct CacheAwarePolicy {
     config: CacheAwareConfig,
+    keys: RoutingKeyConfig,
     load_factor: f64,
     membership: Membership,
     state: Mutex<AffinityState>,
@@ -89,26 +99,50 @@ enum Choice {
     LeastLoaded(WorkerId),
 }
 
+/// The request's routing key, as placement and affinity events use it.
+#[derive(Clone, Copy)]
+pub(super) struct KeyOf<'r> {
+    /// `stable_hash` of the key text: the ring position and the override / event key.
+    hash: u64,
+    text: &'r str,
+    source: RoutingKeySource,
+}
+
 impl CacheAwarePolicy {
     pub const NAME: &'static str = "cache_aware";
 
+    /// `keys` is the routing key shared with `consistent_hash` and warmup
+    /// (`RoutingConfig::routing_key`): new requests are placed by it.
     pub fn new(
         config: CacheAwareConfig,
         ring: &ConsistentHashConfig,
+        keys: RoutingKeyConfig,
         clock: RouterClock,
         sink: Arc<dyn AffinitySink>,
     ) -> Result<Self, RouterError> {
         config.validate()?;
         ring.validate()?;
+        keys.validate()?;
+        if config.placement_block_bytes != keys.prompt_prefix_bytes {
+            tracing::warn!(
+                placement_block_bytes = config.placement_block_bytes,
+                prompt_prefix_bytes = keys.prompt_prefix_bytes,
+                "cache_aware.placement_block_bytes is ignored: placement hashes the routing key \
+                 (routing_key.prompt_prefix_bytes for prompts without session or user)"
+            );
+        }
         let max_tree_bytes = usize::try_from(config.max_tree_bytes).unwrap_or(usize::MAX);
         let max_overrides = usize::try_from(config.max_placement_overrides).unwrap_or(usize::MAX);
+        let half_life = Duration::from_millis(config.placement_load_half_life_ms);
         Ok(Self {
             config,
+            keys,
             load_factor: ring.load_factor,
             membership: Membership::new(ring.vnodes_per_worker),
             state: Mutex::new(AffinityState {
                 tree: PrefixTree::new(max_tree_bytes),
                 overrides: PlacementOverrides::new(max_overrides),
+                recent: RecentLoad::new(half_life),
             }),
             least_loaded: LeastLoaded::default(),
             clock,
@@ -140,6 +174,7 @@ impl fmt::Debug for CacheAwarePolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CacheAwarePolicy")
             .field("config", &self.config)
+            .field("keys", &self.keys)
             .field("tree_bytes", &self.tree_bytes())
             .finish_non_exhaustive()
     }
@@ -159,8 +194,17 @@ impl RoutingPolicy for CacheAwarePolicy {
         if prompt.is_empty() || (prompt_len as u64) < self.config.min_prompt_bytes {
             return self.least_loaded_decision(candidates);
         }
-        let ratio = |matched: usize| matched as f32 / prompt_len as f32;
-        let strong = |matched: usize| ratio(matched) > self.config.match_threshold;
+        let strong =
+            |matched: usize| matched as f32 / prompt_len as f32 > self.config.match_threshold;
+        let key = routing_key(&self.keys, &request.key_inputs()).map(|key| KeyOf {
+            hash: stable_hash(key.key.as_bytes()),
+            text: key.key,
+            source: key.source,
+        });
+        let affinity = match key.map(|key| key.source) {
+            Some(RoutingKeySource::Session | RoutingKeySource::User) => Affinity::Continuation,
+            Some(RoutingKeySource::PromptPrefix) | None => Affinity::SharedPrefix,
+        };
         // Everything that allocates is built before locking.
         let ring = self.membership.ring();
         let view = CandidateView::new(candidates);
@@ -171,28 +215,28 @@ impl RoutingPolicy for CacheAwarePolicy {
             self.config.balance_abs_threshold,
             self.config.balance_rel_threshold,
         );
-        let block = leading_chars(prompt, self.config.placement_block_bytes);
-        let block_hash = stable_hash(block.as_bytes());
+        let share_buffer = Vec::with_capacity(ring.members().len());
+        let now = self.clock.unix_now();
 
         let mut state = self.state.lock();
-        let AffinityState { tree, overrides } = &mut *state;
+        let AffinityState {
+            tree,
+            overrides,
+            recent,
+        } = &mut *state;
+        let share = recent.bound(
+            candidates,
+            ring.members().iter().map(|member| member.id),
+            self.config.placement_load_factor,
+            now,
+            share_buffer,
+        );
         let lookup = tree.lookup(prompt);
-        let candidate_hit = lookup
-            .longest_held_by(|worker| view.contains(worker))
+        let candidate_hit = affinity
+            .longest(&lookup, |worker| view.contains(worker))
             .and_then(|(len, holders)| Some((len, least_busy_holder(holders, &view)?)));
-        let longest = lookup.longest();
-        let prefix_match = longest.and_then(|(len, holders)| {
-            let (holder, holder_is_candidate) = match candidate_hit {
-                Some((candidate_len, holder)) if candidate_len == len => (holder, true),
-                _ => (most_recent_holder(holders)?, false),
-            };
-            Some(PrefixMatch {
-                holder,
-                matched_ratio: ratio(len),
-                holder_is_candidate,
-            })
-        });
-        let placed = || placement::place(&ring, overrides, &loads, bound, block_hash);
+        let longest = affinity.longest(&lookup, |_| true);
+        let placed = || placement::place(&ring, overrides, &loads, bound, &share, key?.hash);
         let choice = match (candidate_hit, longest) {
             _ if imbalanced => Choice::Imbalanced(self.least_loaded.pick(candidates)?),
             (Some((len, holder)), Some((longest_len, _))) if len == longest_len && strong(len) => {
@@ -234,18 +278,27 @@ impl RoutingPolicy for CacheAwarePolicy {
             Choice::Placed(worker, PlacementKind::LoadMove) => (*worker, LOAD_MOVE),
             Choice::LeastLoaded(worker) => (*worker, LEAST_LOADED),
         };
+        let prefix_match = best_cache_match(&lookup, &view, worker, prompt_len);
         // Even off-affinity choices are recorded: the next, longer turn of this conversation
         // then follows the worker that actually has it cached now.
         lookup.insert(worker);
+        recent.record(worker, now);
         let deviation = match choice {
             Choice::Migrate {
                 matched, displaced, ..
             } => {
                 tree.displace(&prompt[..matched], &displaced);
+                // The key follows too, so this session's (or block's) next new conversation
+                // goes where its cache now is, on every replica (the ledger keeps only the key).
+                if let Some(key) = key {
+                    overrides.set(key.hash, worker);
+                }
                 Some(Deviation::Migration { matched, displaced })
             }
             Choice::Placed(_, PlacementKind::LoadMove) => {
-                overrides.set(block_hash, worker);
+                if let Some(key) = key {
+                    overrides.set(key.hash, worker);
+                }
                 Some(Deviation::LoadMove)
             }
             _ => None,
@@ -254,13 +307,13 @@ impl RoutingPolicy for CacheAwarePolicy {
 
         if let Some(deviation) = deviation {
             // Outside the lock: the sink may apply the event straight back to this policy.
-            self.announce(&ring, deviation, prompt, block, worker);
+            self.announce(&ring, deviation, prompt, key, worker);
         }
         Some(Decision {
             worker,
             branch,
             prefix_match,
-            key_source: None,
+            key_source: key.map(|key| key.source),
         })
     }
 
@@ -273,6 +326,7 @@ impl RoutingPolicy for CacheAwarePolicy {
         let mut state = self.state.lock();
         state.tree.remove_worker(id);
         state.overrides.forget_worker(id);
+        state.recent.forget(id);
     }
 
     fn apply_affinity(&self, event: &AffinityEvent) -> AffinityApplied {
@@ -296,21 +350,4 @@ impl RoutingPolicy for CacheAwarePolicy {
     fn branches(&self) -> &'static [&'static str] {
         BRANCHES
     }
-}
-
-/// Among holders that are candidates: fewest in flight, then the warmest cache, then lowest id.
-fn least_busy_holder(holders: &[Holder], view: &CandidateView) -> Option<WorkerId> {
-    holders
-        .iter()
-        .filter_map(|h| Some((view.in_flight(h.worker)?, Reverse(h.last_used), h.worker)))
-        .min()
-        .map(|(_, _, worker)| worker)
-}
-
-/// The holder most likely to still have the prefix cached: most recently used, then lowest id.
-fn most_recent_holder(holders: &[Holder]) -> Option<WorkerId> {
-    holders
-        .iter()
-        .max_by_key(|h| (h.last_used, Reverse(h.worker)))
-        .map(|h| h.worker)
 }

@@ -1,6 +1,7 @@
-//! Placing a prompt no worker has cached: hash its leading block onto the ring (bounded
-//! load), unless a replica already moved that block elsewhere (a placement override).
+//! Placing a request no worker holds an affinity for: hash its routing key onto the ring
+//! (bounded load), unless a replica already moved that key elsewhere (a placement override).
 
+use super::recent::ShareBound;
 use crate::hash::PrehashedKey;
 use crate::load::{CandidateLoads, LoadBound};
 use crate::ring::Ring;
@@ -12,7 +13,7 @@ use switchyard_core::WorkerId;
 pub(super) enum PlacementKind {
     /// Followed a placement override.
     Override,
-    /// The block's ring owner.
+    /// The key's ring owner.
     Hash,
     /// The owner was filtered; the next worker clockwise (every replica walks the same way).
     HashFallback,
@@ -20,13 +21,13 @@ pub(super) enum PlacementKind {
     LoadMove,
 }
 
-/// Leading-block hash → worker, for blocks placed off their ring owner. Bounded; the oldest
-/// entry goes first.
+/// Routing-key hash → worker, for keys placed off their ring owner (load moves) or moved by a
+/// migration. Bounded; the oldest entry goes first.
 #[derive(Debug)]
 pub(super) struct PlacementOverrides {
     capacity: usize,
-    by_block: HashMap<u64, WorkerId, BuildHasherDefault<PrehashedKey>>,
-    /// Exactly the keys of `by_block`, oldest first.
+    by_key: HashMap<u64, WorkerId, BuildHasherDefault<PrehashedKey>>,
+    /// Exactly the keys of `by_key`, oldest first.
     order: VecDeque<u64>,
 }
 
@@ -34,57 +35,66 @@ impl PlacementOverrides {
     pub(super) fn new(capacity: usize) -> Self {
         Self {
             capacity: capacity.max(1),
-            by_block: HashMap::default(),
+            by_key: HashMap::default(),
             order: VecDeque::new(),
         }
     }
 
     pub(super) fn len(&self) -> usize {
-        self.by_block.len()
+        self.by_key.len()
     }
 
-    pub(super) fn get(&self, block: u64) -> Option<WorkerId> {
-        self.by_block.get(&block).copied()
+    pub(super) fn get(&self, key: u64) -> Option<WorkerId> {
+        self.by_key.get(&key).copied()
     }
 
-    pub(super) fn set(&mut self, block: u64, worker: WorkerId) {
-        if self.by_block.insert(block, worker).is_some() {
+    pub(super) fn set(&mut self, key: u64, worker: WorkerId) {
+        if self.by_key.insert(key, worker).is_some() {
             return;
         }
-        self.order.push_back(block);
+        self.order.push_back(key);
         while self.order.len() > self.capacity {
             if let Some(oldest) = self.order.pop_front() {
-                self.by_block.remove(&oldest);
+                self.by_key.remove(&oldest);
             }
         }
     }
 
     pub(super) fn forget_worker(&mut self, worker: WorkerId) {
-        self.by_block.retain(|_, owner| *owner != worker);
-        let by_block = &self.by_block;
-        self.order.retain(|block| by_block.contains_key(block));
+        self.by_key.retain(|_, owner| *owner != worker);
+        let by_key = &self.by_key;
+        self.order.retain(|key| by_key.contains_key(key));
     }
 }
 
-/// Where a new prompt with leading-block hash `block` goes, or None if no candidate is on
-/// the ring (the caller falls back to least loaded).
+/// Where a request with routing-key hash `key` goes, or None if no candidate is on the ring
+/// (the caller falls back to least loaded). A worker takes it while within both the in-flight
+/// bound and the recent-share bound; if no candidate is within both, the in-flight bound
+/// alone decides (it always leaves one).
 pub(super) fn place(
     ring: &Ring,
     overrides: &PlacementOverrides,
     loads: &CandidateLoads,
     bound: LoadBound,
-    block: u64,
+    share: &ShareBound,
+    key: u64,
 ) -> Option<(WorkerId, PlacementKind)> {
-    if let Some(worker) = overrides.get(block) {
-        let fits = ring
-            .member_index(worker)
-            .and_then(|member| loads.in_flight(member))
-            .is_some_and(|in_flight| bound.accepts(in_flight));
+    let within_both =
+        |member: u32, in_flight: u64| bound.accepts(in_flight) && share.accepts(member);
+    if let Some(worker) = overrides.get(key) {
+        let fits = ring.member_index(worker).is_some_and(|member| {
+            loads
+                .in_flight(member)
+                .is_some_and(|in_flight| within_both(member, in_flight))
+        });
         if fits {
             return Some((worker, PlacementKind::Override));
         }
     }
-    let placed = ring.place(ring.successor(block), loads, bound)?;
+    let start = ring.successor(key);
+    let placed = ring
+        .place_where(start, loads, within_both)
+        .or_else(|| ring.place(start, loads, bound))?;
     let kind = if placed.skipped_load {
         PlacementKind::LoadMove
     } else if placed.skipped_filtered {

@@ -35,6 +35,7 @@ fn policy_with(config: CacheAwareConfig) -> CacheAwarePolicy {
     CacheAwarePolicy::new(
         config,
         &crate::ConsistentHashConfig::default(),
+        crate::RoutingKeyConfig::default(),
         crate::RouterClock::system(),
         std::sync::Arc::new(crate::DiscardAffinity),
     )

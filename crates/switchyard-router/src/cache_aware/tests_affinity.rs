@@ -1,14 +1,14 @@
 //! Cache-aware routing with a ring: hash placement across replicas, migration, events.
 
 use super::*;
-use crate::{AffinityReason, ConsistentHashConfig, DiscardAffinity, RouterClock};
+use crate::{AffinityReason, ConsistentHashConfig, DiscardAffinity, RouterClock, RoutingKeyConfig};
 use parking_lot::Mutex as PlMutex;
 use std::sync::{OnceLock, Weak};
 
-const NAMES: [&str; 4] = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"];
+pub(super) const NAMES: [&str; 4] = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"];
 
 #[derive(Default)]
-struct Recorder(PlMutex<Vec<AffinityEvent>>);
+pub(super) struct Recorder(PlMutex<Vec<AffinityEvent>>);
 
 impl AffinitySink for Recorder {
     fn publish(&self, event: AffinityEvent) {
@@ -17,17 +17,43 @@ impl AffinitySink for Recorder {
 }
 
 impl Recorder {
-    fn take(&self) -> Vec<AffinityEvent> {
+    pub(super) fn take(&self) -> Vec<AffinityEvent> {
         std::mem::take(&mut *self.0.lock())
     }
 }
 
 /// One gateway replica: the same worker names as every other, its own worker ids.
 fn replica(id_base: u32, sink: Arc<dyn AffinitySink>) -> CacheAwarePolicy {
+    replica_with(id_base, sink, CacheAwareConfig::default())
+}
+
+/// The recent-share bound switched off: placement by the ring and in-flight counts only.
+pub(super) fn without_share_bound() -> CacheAwareConfig {
+    CacheAwareConfig {
+        placement_load_factor: 1e9,
+        ..Default::default()
+    }
+}
+
+/// A clock that never moves, so recent-share counts do not depend on how fast tests run.
+pub(super) fn frozen_clock() -> RouterClock {
+    let manual = switchyard_core::ManualClock::new();
+    RouterClock::new(
+        Arc::new(manual),
+        std::time::Duration::from_secs(1_700_000_000),
+    )
+}
+
+pub(super) fn replica_with(
+    id_base: u32,
+    sink: Arc<dyn AffinitySink>,
+    config: CacheAwareConfig,
+) -> CacheAwarePolicy {
     let policy = CacheAwarePolicy::new(
-        CacheAwareConfig::default(),
+        config,
         &ConsistentHashConfig::default(),
-        RouterClock::system(),
+        RoutingKeyConfig::default(),
+        frozen_clock(),
         sink,
     )
     .unwrap();
@@ -38,7 +64,7 @@ fn replica(id_base: u32, sink: Arc<dyn AffinitySink>) -> CacheAwarePolicy {
     policy
 }
 
-fn fleet(policy: &CacheAwarePolicy, loads: &[(&str, u64)]) -> Vec<Candidate> {
+pub(super) fn fleet(policy: &CacheAwarePolicy, loads: &[(&str, u64)]) -> Vec<Candidate> {
     let ring = policy.membership.ring();
     loads
         .iter()
@@ -49,7 +75,7 @@ fn fleet(policy: &CacheAwarePolicy, loads: &[(&str, u64)]) -> Vec<Candidate> {
         .collect()
 }
 
-fn idle_except(policy: &CacheAwarePolicy, filtered: &[&str]) -> Vec<Candidate> {
+pub(super) fn idle_except(policy: &CacheAwarePolicy, filtered: &[&str]) -> Vec<Candidate> {
     let loads: Vec<(&str, u64)> = NAMES
         .iter()
         .filter(|name| !filtered.contains(name))
@@ -95,8 +121,10 @@ fn conversation(i: usize) -> String {
 
 #[test]
 fn replicas_that_saw_different_traffic_place_new_prompts_identically() {
-    let a = replica(0, Arc::new(DiscardAffinity));
-    let b = replica(100, Arc::new(DiscardAffinity));
+    // The ring and the in-flight bound depend on worker names and loads only; the recent-share
+    // bound depends on each replica's own history, so it is off here (tests_keys covers it).
+    let a = replica_with(0, Arc::new(DiscardAffinity), without_share_bound());
+    let b = replica_with(100, Arc::new(DiscardAffinity), without_share_bound());
     for i in 0..200 {
         route(&a, &conversation(i), &idle_except(&a, &[]));
         route(&b, &conversation(1_000 + i), &idle_except(&b, &[]));
@@ -134,7 +162,8 @@ fn filtered_holder_migrates_at_once_and_does_not_win_the_prefix_back() {
     assert_eq!(event.worker, new_holder);
     assert_eq!(event.displaced, vec![holder.clone()]);
     assert_eq!(event.prefix.as_ref(), conversation(1));
-    assert_eq!(event.prefix_key, stable_hash(conversation(1).as_bytes()));
+    // Keyed by the request's routing key (the whole prompt: shorter than the 256-byte prefix).
+    assert_eq!(event.prefix_key, stable_hash(prompt.as_bytes()));
 
     // The old holder is back, and idler than the new one: the original prefix and the
     // growing conversation both stay where the cache now is.
@@ -209,8 +238,10 @@ fn another_replica_applies_migrations_idempotently_and_follows_them() {
 #[test]
 fn load_moves_are_announced_and_followed_by_every_replica() {
     let recorder = Arc::new(Recorder::default());
-    let a = replica(0, recorder.clone());
-    let b = replica(10, Arc::new(DiscardAffinity));
+    // In-flight load moves only: with the share bound on, A's one request to the new worker
+    // would already count as above the mean of an otherwise idle replica.
+    let a = replica_with(0, recorder.clone(), without_share_bound());
+    let b = replica_with(10, Arc::new(DiscardAffinity), without_share_bound());
     let system = format!("SYSTEM: {}", "be precise and cite sources. ".repeat(12));
     assert!(system.len() > 256);
     let tail = |i: usize| format!("user {i}: {}", "question words ".repeat(50));
@@ -295,14 +326,16 @@ fn mixed_traffic_filtering_events_and_eviction_keep_the_tree_consistent() {
     let a = CacheAwarePolicy::new(
         config.clone(),
         &ring,
-        RouterClock::system(),
+        RoutingKeyConfig::default(),
+        frozen_clock(),
         recorder.clone(),
     )
     .unwrap();
     let b = CacheAwarePolicy::new(
         config,
         &ring,
-        RouterClock::system(),
+        RoutingKeyConfig::default(),
+        frozen_clock(),
         Arc::new(DiscardAffinity),
     )
     .unwrap();

@@ -144,6 +144,17 @@ impl Ring {
         loads: &CandidateLoads,
         bound: LoadBound,
     ) -> Option<Placement> {
+        self.place_where(start, loads, |_, in_flight| bound.accepts(in_flight))
+    }
+
+    /// Like [`Self::place`], with the load test `accepts(member, in_flight)` supplied by the
+    /// caller (cache_aware adds a recent-share bound).
+    pub(crate) fn place_where(
+        &self,
+        start: usize,
+        loads: &CandidateLoads,
+        accepts: impl Fn(u32, u64) -> bool,
+    ) -> Option<Placement> {
         let len = self.points.len();
         let mut placement = Placement {
             member: 0,
@@ -158,7 +169,7 @@ impl Ring {
                 continue;
             }
             match loads.in_flight(member) {
-                Some(in_flight) if bound.accepts(in_flight) => {
+                Some(in_flight) if accepts(member, in_flight) => {
                     placement.member = member;
                     return Some(placement);
                 }

@@ -7,6 +7,10 @@
 //!   whole path with one tick; splits copy stamps);
 //! - `lru` holds exactly one key per (node, holder), and `text_bytes` sums the live edges.
 //!
+//! A node also remembers whether some inserted prompt ended exactly at its end: a prompt that
+//! runs through such a point *continues* an earlier one (the next turn of a conversation),
+//! while a match ending anywhere else only *shares a beginning* (a common system prompt).
+//!
 //! Together these make the smallest LRU key (oldest, then deepest) a leaf for its worker, so
 //! eviction pops keys in O(log n) each instead of searching the tree for leaves.
 
@@ -39,6 +43,8 @@ struct Node {
     children: Vec<(u8, NodeId)>,
     /// Sorted by worker.
     holders: Vec<Holder>,
+    /// Some inserted prompt ended exactly at the end of this node's edge.
+    ends_prompt: bool,
     live: bool,
 }
 
@@ -163,7 +169,10 @@ impl PrefixTree {
             matched = matched_end;
         }
         if let Some(rest) = prompt.get(matched..).filter(|rest| !rest.is_empty()) {
-            self.append(tip, rest, worker, tick);
+            tip = self.append(tip, rest, worker, tick);
+        }
+        if tip != ROOT {
+            self.nodes[tip].ends_prompt = true;
         }
     }
 
@@ -179,6 +188,7 @@ impl PrefixTree {
             parent: lower.parent,
             children: vec![(lower_edge[0], node)],
             holders: lower.holders.clone(),
+            ends_prompt: false,
             live: true,
         };
         let grandparent = lower.parent;
@@ -223,8 +233,9 @@ impl PrefixTree {
         self.lru.insert(LruKey::new(stamped, node, depth));
     }
 
-    /// Stores the unmatched tail of a prompt below `tip` (already stamped with `tick`).
-    fn append(&mut self, tip: NodeId, rest: &[u8], worker: WorkerId, tick: u64) {
+    /// Stores the unmatched tail of a prompt below `tip` (already stamped with `tick`);
+    /// returns the node that now ends at the prompt's end.
+    fn append(&mut self, tip: NodeId, rest: &[u8], worker: WorkerId, tick: u64) -> NodeId {
         self.text_bytes += rest.len();
         let stamped = Holder {
             worker,
@@ -242,7 +253,7 @@ impl PrefixTree {
             leaf.edge = [&leaf.edge[..], rest].concat().into_boxed_slice();
             leaf.depth += rest.len();
             self.lru.insert(LruKey::new(stamped, tip, leaf.depth));
-            return;
+            return tip;
         }
         let depth = parent.depth + rest.len();
         let leaf = self.allocate(Node {
@@ -251,12 +262,14 @@ impl PrefixTree {
             parent: tip,
             children: Vec::new(),
             holders: vec![stamped],
+            ends_prompt: false,
             live: true,
         });
         self.lru.insert(LruKey::new(stamped, leaf, depth));
         let children = &mut self.nodes[tip].children;
         let position = children.partition_point(|&(byte, _)| byte < rest[0]);
         children.insert(position, (rest[0], leaf));
+        leaf
     }
 
     fn allocate(&mut self, node: Node) -> NodeId {
@@ -293,6 +306,23 @@ impl Lookup<'_, '_> {
             }
             let len = floor_char_boundary(self.prompt, step.matched_end);
             (len > 0).then_some((len, holders.as_slice()))
+        })
+    }
+
+    /// Like [`Self::longest_held_by`], but only counting prefixes that end exactly where an
+    /// earlier whole prompt ended, i.e. this prompt continues that one.
+    pub(crate) fn longest_continuation_held_by(
+        &self,
+        mut held: impl FnMut(WorkerId) -> bool,
+    ) -> Option<(usize, &[Holder])> {
+        self.tree.path.iter().rev().find_map(|step| {
+            let node = &self.tree.nodes[step.node];
+            let whole_prompt = node.ends_prompt && step.matched_end == node.depth;
+            if !whole_prompt || !node.holders.iter().any(|holder| held(holder.worker)) {
+                return None;
+            }
+            let len = floor_char_boundary(self.prompt, step.matched_end);
+            (len > 0).then_some((len, node.holders.as_slice()))
         })
     }
 

@@ -92,6 +92,50 @@ fn shared_prefix_is_split_and_held_by_both_workers() {
     assert_eq!(tree.text_bytes(), 24 + 2 + 3);
 }
 
+/// Test shorthand: (matched bytes, holders) of the longest prefix `prompt` continues.
+fn continuation_of(tree: &mut PrefixTree, prompt: &str) -> Option<(usize, Vec<u32>)> {
+    let lookup = tree.lookup(prompt);
+    let (len, holders) = lookup.longest_continuation_held_by(|_| true)?;
+    Some((len, holders.iter().map(|h| h.worker.0).collect()))
+}
+
+#[test]
+fn only_a_whole_earlier_prompt_counts_as_continued() {
+    let mut tree = PrefixTree::new(1 << 20);
+    let system = "system: be brief. ";
+    let first_turn = format!("{system}user: hi");
+    tree.record(&first_turn, 1);
+    tree.record(&format!("{system}user: bye"), 2);
+    // The next turn of worker 1's conversation continues it; both workers share the system
+    // prompt, but a new conversation continues nothing.
+    let next_turn = format!("{first_turn} assistant: hello user: more");
+    assert_eq!(
+        continuation_of(&mut tree, &next_turn),
+        Some((first_turn.len(), vec![1]))
+    );
+    let new_conversation = format!("{system}user: something else");
+    assert_eq!(continuation_of(&mut tree, &new_conversation), None);
+    assert_eq!(
+        tree.longest_of(&new_conversation),
+        Some((system.len() + "user: ".len(), vec![1, 2])),
+        "the shared beginning is still reported as a cache match"
+    );
+    // A conversation that grows by extending its leaf still ends where its last prompt did.
+    tree.record(&next_turn, 1);
+    let third_turn = format!("{next_turn} assistant: ok user: go");
+    assert_eq!(
+        continuation_of(&mut tree, &third_turn),
+        Some((next_turn.len(), vec![1]))
+    );
+    // Once someone sent the system prompt alone, prompts continue it.
+    tree.record(system, 3);
+    assert_eq!(
+        continuation_of(&mut tree, &new_conversation),
+        Some((system.len(), vec![1, 2, 3]))
+    );
+    tree.check_invariants();
+}
+
 #[test]
 fn growing_conversation_on_one_worker_keeps_a_single_leaf() {
     let mut tree = PrefixTree::new(1 << 20);

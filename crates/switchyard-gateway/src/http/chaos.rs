@@ -1,0 +1,258 @@
+//! Endpoints for the chaos suite (`jepsen-like-tests/`). The read is always on (admin key):
+//! `GET /admin/ledger/local` answers this replica's *locally applied* ledger state, without
+//! the linearizable read barrier, so the suite can compare replicas with each other after a
+//! run. The two writes (a spend report and an affinity record straight into the log) exist
+//! only to let the suite record those operations in its history; they answer 404 unless the
+//! process runs with `SWITCHYARD_CHAOS_ENDPOINTS=1`.
+//!
+//! Clock skew is not offered: the gateway builds its clock inside `server.rs` (no injection
+//! point), and ledger time is the leader's wall clock, which no endpoint should move.
+
+use axum::Json;
+use axum::extract::State;
+use bytes::Bytes;
+use http::HeaderMap;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+use switchyard_core::{Priority, Purpose, QuotaScope};
+use switchyard_ledger::command::{SpendReport, SpendTotals, SplitKey};
+use switchyard_ledger::state::LedgerState;
+use switchyard_ledger::{Command, CommandResponse, LedgerError, LedgerNode, PoolId};
+
+use super::admin::authorize;
+use crate::error::ApiError;
+use crate::state::{AppState, SharedState};
+
+type JsonResult = Result<Json<Value>, ApiError>;
+
+const CHAOS_ENV: &str = "SWITCHYARD_CHAOS_ENDPOINTS";
+
+fn writes_enabled() -> bool {
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var(CHAOS_ENV).is_ok_and(|v| v == "1"))
+}
+
+fn node(state: &AppState) -> Result<&Arc<LedgerNode>, ApiError> {
+    state.cluster.as_ref().ok_or_else(|| {
+        ApiError::not_found(
+            "cluster_disabled",
+            "the replicated ledger is off (cluster.enabled = false)",
+        )
+    })
+}
+
+fn scope_json(scope: &QuotaScope) -> Value {
+    json!({"caller": &*scope.caller, "purpose": scope.purpose})
+}
+
+fn pools_json(state: &LedgerState) -> Vec<Value> {
+    state
+        .pools
+        .iter()
+        .map(|(id, pool)| {
+            let (kind, scope, override_id) = match id {
+                PoolId::Budget(scope) => ("budget", Some(scope_json(scope)), None),
+                PoolId::Override(id) => ("override", None, Some(*id)),
+            };
+            let leases: Vec<Value> = pool
+                .leases
+                .iter()
+                .map(|(node, lease)| {
+                    json!({
+                        "node": node,
+                        "epoch": lease.epoch,
+                        "granted_total": lease.granted_total,
+                        "used_reported": lease.used_reported,
+                        "expires_at_ms": lease.expires_at_ms,
+                    })
+                })
+                .collect();
+            json!({
+                "kind": kind,
+                "scope": scope,
+                "override_id": override_id,
+                "limit": pool.spec.limit_tokens,
+                "spent": pool.spent,
+                "committed": pool.committed(),
+                "closed": pool.closed,
+                "leases": leases,
+            })
+        })
+        .collect()
+}
+
+fn local_json(state: &LedgerState) -> Value {
+    let overrides: Vec<Value> = state
+        .overrides
+        .records
+        .values()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "scope": scope_json(&r.scope),
+                "extra_tokens": r.extra_tokens,
+                "duration_ms": r.duration_ms,
+                "requester": r.requester,
+                "approver": r.approver,
+                "status": format!("{:?}", r.status).to_lowercase(),
+                "until_ms": r.until_ms,
+            })
+        })
+        .collect();
+    let affinity: Vec<Value> = state
+        .affinity
+        .by_prefix
+        .values()
+        .map(|r| json!({"prefix_key": r.prefix_key, "worker": r.worker, "log_index": r.log_index}))
+        .collect();
+    let batches: Vec<Value> = state
+        .spend
+        .applied_batches()
+        .map(|(node, boot_id, seq)| json!({"node": node, "boot_id": boot_id, "seq": seq}))
+        .collect();
+    json!({
+        "applied_index": state.last_index,
+        "now_ms": state.now_ms,
+        "pools": pools_json(state),
+        "overrides": overrides,
+        "affinity": affinity,
+        "spend_batches": batches,
+    })
+}
+
+/// `GET /admin/ledger/local`: this replica's applied state and Raft role, read locally.
+pub async fn local_state(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
+    authorize(&state, &headers)?;
+    let node = node(&state)?;
+    let status = node.status();
+    let mut body = node.with_applied_state(local_json);
+    if let Some(object) = body.as_object_mut() {
+        object.insert("node_id".into(), json!(status.node_id));
+        object.insert("role".into(), json!(status.role));
+        object.insert("leader".into(), json!(status.leader));
+        object.insert("term".into(), json!(status.term));
+    }
+    Ok(Json(body))
+}
+
+fn enabled_node<'s>(
+    state: &'s AppState,
+    headers: &HeaderMap,
+) -> Result<&'s Arc<LedgerNode>, ApiError> {
+    if !writes_enabled() {
+        return Err(ApiError::not_found(
+            "chaos_endpoints_disabled",
+            format!("test-only endpoint; start the replica with {CHAOS_ENV}=1"),
+        ));
+    }
+    authorize(state, headers)?;
+    node(state)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request("invalid_request", format!("invalid body: {e}")))
+}
+
+fn ledger_error(error: LedgerError) -> ApiError {
+    match error {
+        LedgerError::Rejected(reason) => ApiError::conflict("rejected_by_ledger", reason),
+        LedgerError::NoLeader => ApiError::unavailable(
+            "quota_ledger_unreachable",
+            format!("the quota ledger has no reachable leader: {error}"),
+            1,
+        ),
+        // A forwarded write that failed in flight may still have been applied.
+        LedgerError::Unreachable(_) => ApiError::unavailable(
+            "quota_ledger_outcome_unknown",
+            format!(
+                "the leader could not be reached in flight; the write may have applied: {error}"
+            ),
+            1,
+        ),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpendReportBody {
+    /// Reporter identity in the ledger's `(node, boot, seq)` idempotency key.
+    reporter_node: u64,
+    boot_id: u64,
+    seq: u64,
+    caller: String,
+    #[serde(default)]
+    purpose: Option<Purpose>,
+    #[serde(default)]
+    priority: Option<Priority>,
+    tokens: u64,
+}
+
+/// `POST /admin/ledger/spend-report` (test-only): one idempotent spend batch of one line.
+pub async fn spend_report(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> JsonResult {
+    let node = enabled_node(&state, &headers)?;
+    let request: SpendReportBody = parse(&body)?;
+    let minute = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() / 60)
+        .unwrap_or(0);
+    let line = (
+        SplitKey {
+            caller: Arc::from(request.caller.as_str()),
+            purpose: request.purpose.unwrap_or(Purpose::Business),
+            priority: request.priority.unwrap_or(Priority::P1),
+            under_override: false,
+        },
+        SpendTotals {
+            tokens: request.tokens,
+            requests: 1,
+        },
+    );
+    let command = Command::ReportSpend(SpendReport {
+        node: request.reporter_node,
+        boot_id: request.boot_id,
+        seq: request.seq,
+        minute,
+        lines: vec![line],
+    });
+    match node.write(command).await.map_err(ledger_error)? {
+        CommandResponse::Spend { accepted } => Ok(Json(json!({"accepted": accepted}))),
+        CommandResponse::Rejected { reason } => {
+            Err(ApiError::conflict("rejected_by_ledger", reason))
+        }
+        other => Err(ApiError::internal(format!(
+            "unexpected ledger answer {other:?}"
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AffinityBody {
+    prefix_key: u64,
+    worker: String,
+}
+
+/// `POST /admin/ledger/affinity` (test-only): a prefix-affinity record, as a migration
+/// would append it; every replica's router applies it.
+pub async fn record_affinity(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> JsonResult {
+    let node = enabled_node(&state, &headers)?;
+    let request: AffinityBody = parse(&body)?;
+    node.record_affinity(request.prefix_key, "", &request.worker, &[], "chaos")
+        .await
+        .map_err(ledger_error)?;
+    Ok(Json(
+        json!({"recorded": request.prefix_key, "worker": request.worker}),
+    ))
+}

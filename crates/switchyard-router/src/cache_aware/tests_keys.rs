@@ -1,0 +1,404 @@
+//! Placement by routing key: sessions sharing a system prompt spread, replicas agree, a
+//! session's conversation sticks, both load bounds bite, and migrations follow the key.
+
+use super::tests_affinity::{
+    NAMES, Recorder, fleet, frozen_clock, idle_except, replica_with, without_share_bound,
+};
+use super::*;
+use crate::{AffinityReason, DiscardAffinity, RoutingKeySource};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use switchyard_core::ManualClock;
+
+/// Long enough that every first turn matches it strongly (> 50 % of the prompt).
+fn system_prompt() -> String {
+    format!(
+        "<|system|>You are the support assistant of an online shop. {}\n",
+        "Answer politely, cite the order number, never invent a tracking code. ".repeat(6)
+    )
+}
+
+fn first_turn(i: usize) -> String {
+    format!(
+        "{}<|user|>question {i}: where is my order?\n",
+        system_prompt()
+    )
+}
+
+fn request<'a>(prompt: &'a str, session: Option<&'a str>) -> RouteRequest<'a> {
+    RouteRequest {
+        prompt,
+        session_id: session,
+        user: None,
+    }
+}
+
+/// Routes and returns (worker name, branch).
+fn route_as(
+    policy: &CacheAwarePolicy,
+    request: &RouteRequest<'_>,
+    candidates: &[Candidate],
+) -> (String, &'static str) {
+    let decision = policy.select(request, candidates).unwrap();
+    assert!(policy.branches().contains(&decision.branch));
+    let name = policy
+        .membership
+        .ring()
+        .name_of(decision.worker)
+        .unwrap()
+        .to_string();
+    (name, decision.branch)
+}
+
+fn route_session(
+    policy: &CacheAwarePolicy,
+    session: &str,
+    prompt: &str,
+    candidates: &[Candidate],
+) -> (String, &'static str) {
+    route_as(policy, &request(prompt, Some(session)), candidates)
+}
+
+fn owner_of(policy: &CacheAwarePolicy, key: &str) -> String {
+    let ring = policy.membership.ring();
+    let member = ring.owner(stable_hash(key.as_bytes())).unwrap();
+    ring.member(member).unwrap().name.to_string()
+}
+
+/// The first `count` keys `{prefix}{i}` whose ring owner is `name`.
+fn keys_owned_by(policy: &CacheAwarePolicy, name: &str, prefix: &str, count: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|key| owner_of(policy, key) == name)
+        .take(count)
+        .collect()
+}
+
+/// Every worker busy with `in_flight[name]`, the rest idle.
+fn loads(policy: &CacheAwarePolicy, busy: &[(&str, u64)]) -> Vec<Candidate> {
+    let all: Vec<(&str, u64)> = NAMES
+        .iter()
+        .map(|&name| {
+            let load = busy.iter().find(|(n, _)| *n == name).map_or(0, |&(_, l)| l);
+            (name, load)
+        })
+        .collect();
+    fleet(policy, &all)
+}
+
+fn coefficient_of_variation(counts: &BTreeMap<String, u64>) -> f64 {
+    let values: Vec<f64> = NAMES
+        .iter()
+        .map(|name| counts.get(*name).copied().unwrap_or(0) as f64)
+        .collect();
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64;
+    variance.sqrt() / mean
+}
+
+#[test]
+fn sessions_sharing_one_system_prompt_spread_over_the_fleet() {
+    // The ring alone, and the ring with the recent-share bound (the default).
+    for config in [without_share_bound(), CacheAwareConfig::default()] {
+        let policy = replica_with(0, Arc::new(DiscardAffinity), config.clone());
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        for i in 0..1_000 {
+            let session = format!("session-{i}");
+            let (name, branch) = route_session(
+                &policy,
+                &session,
+                &first_turn(i),
+                &idle_except(&policy, &[]),
+            );
+            assert_ne!(
+                branch, "prefix_hit",
+                "a shared system prompt is no session affinity"
+            );
+            *counts.entry(name).or_default() += 1;
+        }
+        let cv = coefficient_of_variation(&counts);
+        assert!(cv < 0.15, "{config:?}: cv {cv:.3}, placements {counts:?}");
+    }
+    // Control: the same prompts without an identity follow the shared prefix to one worker.
+    let policy = replica_with(0, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let mut workers = std::collections::BTreeSet::new();
+    for i in 0..50 {
+        let prompt = first_turn(i);
+        workers.insert(route_as(&policy, &request(&prompt, None), &idle_except(&policy, &[])).0);
+    }
+    assert_eq!(workers.len(), 1, "{workers:?}");
+}
+
+#[test]
+fn two_replicas_place_the_same_sessions_identically() {
+    let a = replica_with(0, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let b = replica_with(100, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let mut branches = std::collections::BTreeSet::new();
+    for i in 0..300 {
+        let busy: Vec<(&str, u64)> = (0u64..)
+            .zip(NAMES)
+            .map(|(n, name)| (name, (i as u64 + n) % 3))
+            .collect();
+        let session = format!("user-{}", i % 120);
+        let prompt = first_turn(i);
+        let on_a = route_session(&a, &session, &prompt, &loads(&a, &busy));
+        let on_b = route_session(&b, &session, &prompt, &loads(&b, &busy));
+        assert_eq!(on_a, on_b, "replicas disagree on {session} at request {i}");
+        branches.insert(on_a.1);
+    }
+    assert!(
+        branches.contains("hash_placement") && branches.contains("load_move"),
+        "{branches:?}"
+    );
+}
+
+#[test]
+fn a_sessions_later_turns_stay_on_its_worker_and_its_next_conversation_is_placed_anew() {
+    let policy = replica_with(0, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let session = "session-7";
+    let mut prompt = first_turn(7);
+    let (home, branch) = route_session(&policy, session, &prompt, &idle_except(&policy, &[]));
+    assert_eq!(branch, "hash_placement");
+    // Busier than placement would allow (cap = ceil(1.25 × 4 / 4) = 2) and far above its
+    // recent share: the conversation still follows its cache.
+    let home_busy = loads(&policy, &[(&home, 3)]);
+    for turn in 0..6 {
+        prompt.push_str(&format!(
+            "<|assistant|>answer {turn}\n<|user|>follow-up {turn}\n"
+        ));
+        let decision = policy
+            .select(&request(&prompt, Some(session)), &home_busy)
+            .unwrap();
+        let name = policy
+            .membership
+            .ring()
+            .name_of(decision.worker)
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            (name.as_str(), decision.branch),
+            (home.as_str(), "prefix_hit")
+        );
+        let matched = decision.prefix_match.unwrap();
+        assert!(matched.holder_is_candidate && matched.matched_ratio > 0.5);
+        assert_eq!(decision.key_source, Some(RoutingKeySource::Session));
+    }
+    // A new conversation of the same session continues nothing: placed again, by the bound.
+    let (elsewhere, branch) = route_session(&policy, session, &first_turn(8), &home_busy);
+    assert_eq!(branch, "load_move");
+    assert_ne!(elsewhere, home);
+}
+
+#[test]
+fn the_in_flight_bound_bites_at_low_counts() {
+    let probe = replica_with(0, Arc::new(DiscardAffinity), without_share_bound());
+    let owner = "gpu-b";
+    let keys = keys_owned_by(&probe, owner, "s-", 4);
+    let cases: [(&[(&str, u64)], bool); 4] = [
+        // cap = ceil(1.25 × (total + 1) / 4): 1, 1, 2, 2.
+        (&[(owner, 1)], false),
+        (&[(owner, 2)], false),
+        (
+            &[("gpu-a", 1), (owner, 1), ("gpu-c", 1), ("gpu-d", 1)],
+            true,
+        ),
+        (&[(owner, 2), ("gpu-a", 2), ("gpu-c", 1)], false),
+    ];
+    for ((busy, owner_accepted), key) in cases.into_iter().zip(&keys) {
+        let policy = replica_with(0, Arc::new(DiscardAffinity), without_share_bound());
+        let (name, branch) = route_session(&policy, key, &first_turn(1), &loads(&policy, busy));
+        if owner_accepted {
+            assert_eq!(
+                (name.as_str(), branch),
+                (owner, "hash_placement"),
+                "{busy:?}"
+            );
+        } else {
+            assert_eq!(branch, "load_move", "{busy:?}");
+            assert_ne!(name, owner, "{busy:?}");
+        }
+    }
+}
+
+#[test]
+fn the_share_bound_moves_new_sessions_off_a_worker_busy_with_a_heavy_one_until_it_decays() {
+    let clock = ManualClock::new();
+    let policy = CacheAwarePolicy::new(
+        CacheAwareConfig::default(),
+        &crate::ConsistentHashConfig::default(),
+        crate::RoutingKeyConfig::default(),
+        RouterClock::new(Arc::new(clock.clone()), Duration::from_secs(1_700_000_000)),
+        Arc::new(DiscardAffinity),
+    )
+    .unwrap();
+    for (id, name) in (0u32..).zip(NAMES) {
+        policy.worker_added(WorkerId(id), name);
+    }
+    let owner = "gpu-c";
+    let keys = keys_owned_by(&policy, owner, "light-", 3);
+    let heavy = &keys[0];
+    let mut prompt = first_turn(0);
+    let idle = idle_except(&policy, &[]);
+    assert_eq!(
+        route_session(&policy, heavy, &prompt, &idle),
+        (owner.to_string(), "hash_placement")
+    );
+    for turn in 0..11 {
+        prompt.push_str(&format!("<|assistant|>a{turn}\n<|user|>q{turn}\n"));
+        assert_eq!(
+            route_session(&policy, heavy, &prompt, &idle).1,
+            "prefix_hit"
+        );
+    }
+    // Every in-flight count is 0, yet the owner took all 12 recent requests.
+    let (name, branch) = route_session(&policy, &keys[1], &first_turn(1), &idle);
+    assert_eq!(branch, "load_move");
+    assert_ne!(name, owner);
+    // Ten half-lives later the burst is forgotten and the owner takes its keys again.
+    clock.advance(Duration::from_secs(100));
+    assert_eq!(
+        route_session(&policy, &keys[2], &first_turn(2), &idle),
+        (owner.to_string(), "hash_placement")
+    );
+}
+
+#[test]
+fn a_migrated_session_is_followed_by_another_replica_key_and_conversation() {
+    let recorder = Arc::new(Recorder::default());
+    let a = replica_with(0, recorder.clone(), CacheAwareConfig::default());
+    let b = replica_with(50, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let session = "session-42";
+    let first = first_turn(42);
+    let (holder, _) = route_session(&a, session, &first, &idle_except(&a, &[]));
+    assert_eq!(
+        route_session(&b, session, &first, &idle_except(&b, &[])).0,
+        holder
+    );
+
+    let second = format!("{first}<|assistant|>it ships today\n<|user|>thanks, and the invoice?\n");
+    let (new_holder, branch) = route_session(&a, session, &second, &idle_except(&a, &[&holder]));
+    assert_eq!(branch, "migrated");
+    let events = recorder.take();
+    assert_eq!(events.len(), 1);
+    let event = &events[0];
+    assert_eq!(event.reason, AffinityReason::Migration);
+    assert_eq!(
+        event.prefix_key,
+        stable_hash(session.as_bytes()),
+        "keyed by the session"
+    );
+    assert_eq!(event.prefix.as_ref(), first, "the conversation so far");
+    assert_eq!(
+        (event.worker.as_str(), event.displaced.clone()),
+        (new_holder.as_str(), vec![holder.clone()])
+    );
+
+    for _ in 0..2 {
+        assert_eq!(b.apply_affinity(event), AffinityApplied::Applied);
+        b.state.lock().tree.check_invariants();
+    }
+    // The old holder is back and idle; B follows the key for a new conversation…
+    assert_eq!(
+        route_session(&b, session, &first_turn(43), &idle_except(&b, &[])),
+        (new_holder.clone(), "placement_override")
+    );
+    // …and the conversation itself, even with the new holder the busier one.
+    let third = format!("{second}<|assistant|>sent\n<|user|>great\n");
+    assert_eq!(
+        route_session(&b, session, &third, &loads(&b, &[(&new_holder, 5)])),
+        (new_holder, "prefix_hit")
+    );
+}
+
+#[test]
+fn a_session_load_move_broadcasts_the_key_hash_not_the_session_id() {
+    let recorder = Arc::new(Recorder::default());
+    let a = replica_with(0, recorder.clone(), without_share_bound());
+    let b = replica_with(10, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let session = "session-9";
+    let owner = owner_of(&a, session);
+    let (moved_to, branch) =
+        route_session(&a, session, &first_turn(9), &loads(&a, &[(&owner, 20)]));
+    assert_eq!(branch, "load_move");
+    let events = recorder.take();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].reason, AffinityReason::LoadMove);
+    assert_eq!(events[0].prefix_key, stable_hash(session.as_bytes()));
+    assert!(events[0].prefix.is_empty() && events[0].displaced.is_empty());
+    assert_eq!(b.apply_affinity(&events[0]), AffinityApplied::Applied);
+    for policy in [&a, &b] {
+        assert_eq!(
+            route_session(policy, session, &first_turn(10), &idle_except(policy, &[])),
+            (moved_to.clone(), "placement_override")
+        );
+    }
+}
+
+#[test]
+fn prompts_without_session_or_user_still_place_by_their_leading_block() {
+    let policy = replica_with(0, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let prompt = first_turn(1);
+    let block = crate::routing_key::leading_chars(&prompt, 256);
+    let decision = policy
+        .select(&request(&prompt, None), &idle_except(&policy, &[]))
+        .unwrap();
+    let name = policy
+        .membership
+        .ring()
+        .name_of(decision.worker)
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        (name, decision.branch),
+        (owner_of(&policy, block), "hash_placement")
+    );
+    assert_eq!(decision.key_source, Some(RoutingKeySource::PromptPrefix));
+    // A user name is an identity too.
+    let as_user = RouteRequest {
+        prompt: "<|user|>hello there, a prompt nobody has seen yet\n",
+        session_id: None,
+        user: Some("alice"),
+    };
+    let decision = policy.select(&as_user, &idle_except(&policy, &[])).unwrap();
+    let name = policy
+        .membership
+        .ring()
+        .name_of(decision.worker)
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        (name, decision.key_source),
+        (owner_of(&policy, "alice"), Some(RoutingKeySource::User))
+    );
+}
+
+#[test]
+fn without_any_routing_key_placement_is_least_loaded() {
+    let policy = CacheAwarePolicy::new(
+        CacheAwareConfig::default(),
+        &crate::ConsistentHashConfig::default(),
+        crate::RoutingKeyConfig {
+            order: vec![RoutingKeySource::Session],
+            ..Default::default()
+        },
+        frozen_clock(),
+        Arc::new(DiscardAffinity),
+    )
+    .unwrap();
+    for (id, name) in (0u32..).zip(NAMES) {
+        policy.worker_added(WorkerId(id), name);
+    }
+    let decision = policy
+        .select(
+            &request(&first_turn(1), None),
+            &loads(
+                &policy,
+                &[("gpu-a", 2), ("gpu-b", 1), ("gpu-c", 2), ("gpu-d", 3)],
+            ),
+        )
+        .unwrap();
+    assert_eq!(
+        (decision.worker, decision.branch, decision.key_source),
+        (WorkerId(1), "least_loaded", None)
+    );
+}
