@@ -3,13 +3,20 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::client_retry::{DEFAULT_MAX_CLIENT_RETRIES, parse_client_retry_mix};
+use crate::priority::parse_priority_mix;
 use crate::{LoadConfig, LoadError, LoadReport, Workload, run};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct LoadArgs {
-    /// Base URL of the OpenAI-compatible target (plain http).
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
-    pub target: String,
+    /// Base URL of the OpenAI-compatible target (plain http, loopback only). Repeat it for
+    /// several gateway replicas: each request picks one uniformly at random (seeded).
+    #[arg(
+        long = "target",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub targets: Vec<String>,
     /// Mean requests per second (Poisson arrivals).
     #[arg(long, default_value_t = LoadConfig::DEFAULT_RATE)]
     pub rate: f64,
@@ -46,6 +53,21 @@ pub struct LoadArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Priority classes to ask for (x-switchyard-priority), e.g. "P0=0.2,P1=0.5,P2=0.3";
+    /// the report then has per-class figures.
+    #[arg(long, value_name = "MIX")]
+    pub priority_mix: Option<String>,
+    /// Client groups and their shares, e.g. "honor:0.5,fixed1s:0.5": on 429/503 `honor`
+    /// waits Retry-After and retries with x-switchyard-retry-count, `fixed<T>` (fixed1s,
+    /// fixed500ms) retries every T ignoring it, `none` gives up.
+    #[arg(long, value_name = "MIX")]
+    pub client_retry: Option<String>,
+    /// Retries per request at most (with --client-retry).
+    #[arg(long, default_value_t = DEFAULT_MAX_CLIENT_RETRIES)]
+    pub max_client_retries: u32,
+    /// Add a per-second series (sent, ok, errors, admitted, workers) to the JSON report.
+    #[arg(long)]
+    pub timeline: bool,
 }
 
 impl LoadArgs {
@@ -58,7 +80,12 @@ impl LoadArgs {
         if let Some(key) = &self.api_key {
             headers.push(("authorization".to_owned(), format!("Bearer {key}")));
         }
-        let mut config = LoadConfig::new(self.target.clone());
+        let (target, extra_targets) = self
+            .targets
+            .split_first()
+            .ok_or_else(|| LoadError::InvalidConfig("at least one --target".into()))?;
+        let mut config = LoadConfig::new(target.clone());
+        config.extra_targets = extra_targets.to_vec();
         config.rate = self.rate;
         config.duration = seconds("duration", self.duration)?;
         config.workload = self.workload;
@@ -70,6 +97,18 @@ impl LoadArgs {
         config.headers = headers;
         config.progress = !self.quiet;
         config.stream = !self.no_stream;
+        config.priority_mix = self
+            .priority_mix
+            .as_deref()
+            .map(parse_priority_mix)
+            .transpose()?;
+        config.client_retry = self
+            .client_retry
+            .as_deref()
+            .map(parse_client_retry_mix)
+            .transpose()?;
+        config.max_client_retries = self.max_client_retries;
+        config.timeline = self.timeline;
         config.validate()?;
         Ok(config)
     }
@@ -95,9 +134,13 @@ fn seconds(what: &str, value: f64) -> Result<Duration, LoadError> {
 pub async fn run_cli(args: LoadArgs) -> Result<LoadReport, LoadError> {
     let config = args.to_config()?;
     let report = run(config).await?;
+    let targets: Vec<&str> = report.targets.keys().map(String::as_str).collect();
     println!(
         "switchyard load: {} workload={:?} model={} rate={}/s",
-        report.target, report.workload, report.model, report.configured_rate
+        targets.join(" "),
+        report.workload,
+        report.model,
+        report.configured_rate
     );
     print!("{}", report.render_table());
     if let Some(path) = &args.json {
@@ -115,6 +158,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::PriorityClass;
 
     #[derive(clap::Parser)]
     struct TestCli {
@@ -131,6 +175,10 @@ mod tests {
     fn defaults_match_the_config_defaults() {
         let config = parse(&[]).to_config().expect("valid");
         assert_eq!(config.target, "http://127.0.0.1:8080");
+        assert!(config.extra_targets.is_empty());
+        assert!(config.priority_mix.is_none() && config.client_retry.is_none());
+        assert_eq!(config.max_client_retries, 5);
+        assert!(!config.timeline);
         assert_eq!(config.max_tokens, 32);
         assert_eq!(config.max_in_flight, 1024);
         assert_eq!(config.request_timeout, Duration::from_secs(60));
@@ -142,7 +190,16 @@ mod tests {
     fn every_flag_reaches_the_config() {
         let args = parse(&[
             "--target",
-            "http://h:9",
+            "http://127.0.0.1:9",
+            "--target",
+            "http://localhost:10",
+            "--priority-mix",
+            "P0=0.2,P1=0.5,P2=0.3",
+            "--client-retry",
+            "honor:0.5,fixed1s:0.5",
+            "--max-client-retries",
+            "3",
+            "--timeline",
             "--rate",
             "30",
             "--duration",
@@ -191,6 +248,27 @@ mod tests {
         .collect();
         assert_eq!(config.headers, expected);
         assert!(!config.stream && !config.progress);
+        assert_eq!(config.target, "http://127.0.0.1:9");
+        assert_eq!(config.extra_targets, ["http://localhost:10"]);
+        let classes: Vec<PriorityClass> = config
+            .priority_mix
+            .expect("mix")
+            .options()
+            .map(|(class, _)| *class)
+            .collect();
+        assert_eq!(
+            classes,
+            [PriorityClass::P0, PriorityClass::P1, PriorityClass::P2]
+        );
+        let groups: Vec<String> = config
+            .client_retry
+            .expect("mix")
+            .options()
+            .map(|(mode, _)| mode.label())
+            .collect();
+        assert_eq!(groups, ["honor", "fixed1s"]);
+        assert_eq!(config.max_client_retries, 3);
+        assert!(config.timeline);
     }
 
     #[test]
@@ -198,5 +276,13 @@ mod tests {
         assert!(parse(&["--header", "no-colon"]).to_config().is_err());
         assert!(parse(&["--duration=-1"]).to_config().is_err());
         assert!(parse(&["--rate", "0"]).to_config().is_err());
+        assert!(parse(&["--priority-mix", "P0=0.5"]).to_config().is_err());
+        assert!(parse(&["--client-retry", "honor"]).to_config().is_err());
+        assert!(parse(&["--max-client-retries", "99"]).to_config().is_err());
+        assert!(
+            parse(&["--target", "http://192.0.2.1:80"])
+                .to_config()
+                .is_err()
+        );
     }
 }

@@ -1,6 +1,9 @@
 use std::time::Duration;
 
 use crate::LoadError;
+use crate::client_retry::{ClientRetryMix, DEFAULT_MAX_CLIENT_RETRIES, MAX_CLIENT_RETRIES_LIMIT};
+use crate::priority::PriorityMix;
+use crate::transport::Endpoint;
 
 /// The shape of the prompts sent during a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -17,8 +20,11 @@ pub enum Workload {
 /// Everything [`crate::run`] needs to drive one open-loop run.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
-    /// Base URL, e.g. `http://127.0.0.1:8080` (plain http only).
+    /// Base URL, e.g. `http://127.0.0.1:8080` (plain http, loopback only).
     pub target: String,
+    /// More targets (e.g. further gateway replicas in front of the same workers): each
+    /// request goes to one of `target` and these, uniformly at random (seeded).
+    pub extra_targets: Vec<String>,
     /// Mean requests per second (Poisson arrivals).
     pub rate: f64,
     pub duration: Duration,
@@ -36,6 +42,15 @@ pub struct LoadConfig {
     pub progress: bool,
     /// Stream with `stream_options.include_usage`; `false` sends plain JSON requests.
     pub stream: bool,
+    /// Each request asks for a class drawn from this mix (`x-switchyard-priority`).
+    pub priority_mix: Option<PriorityMix>,
+    /// Each request belongs to a client group drawn from this mix; groups decide whether
+    /// and when a 429/503 is retried. `None`: nobody retries.
+    pub client_retry: Option<ClientRetryMix>,
+    /// Retries per request at most (on top of the first attempt).
+    pub max_client_retries: u32,
+    /// Keep the per-second series in the report.
+    pub timeline: bool,
 }
 
 impl LoadConfig {
@@ -45,10 +60,15 @@ impl LoadConfig {
     pub const DEFAULT_MAX_TOKENS: u32 = 32;
     pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+    /// Hard bounds on one run's length, whatever the command line says.
+    pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+    pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+    pub const MAX_TARGETS: usize = 16;
 
     pub fn new(target: impl Into<String>) -> Self {
         Self {
             target: target.into(),
+            extra_targets: Vec::new(),
             rate: Self::DEFAULT_RATE,
             duration: Self::DEFAULT_DURATION,
             workload: Workload::Multiturn,
@@ -60,7 +80,19 @@ impl LoadConfig {
             headers: Vec::new(),
             progress: false,
             stream: true,
+            priority_mix: None,
+            client_retry: None,
+            max_client_retries: DEFAULT_MAX_CLIENT_RETRIES,
+            timeline: false,
         }
+    }
+
+    /// `target` followed by `extra_targets`: the order attempts' target indexes refer to.
+    pub fn targets(&self) -> Vec<String> {
+        std::iter::once(&self.target)
+            .chain(&self.extra_targets)
+            .cloned()
+            .collect()
     }
 
     /// The hard cap on requests one run may issue, whatever the arrival process draws.
@@ -77,18 +109,36 @@ impl LoadConfig {
                 self.rate
             )));
         }
-        if self.duration.is_zero() {
-            return Err(LoadError::InvalidConfig("duration must be positive".into()));
+        if self.duration.is_zero() || self.duration > Self::MAX_DURATION {
+            return Err(LoadError::InvalidConfig(format!(
+                "duration must be positive and at most {:?}",
+                Self::MAX_DURATION
+            )));
+        }
+        if self.extra_targets.len() >= Self::MAX_TARGETS {
+            return Err(LoadError::InvalidConfig(format!(
+                "at most {} targets",
+                Self::MAX_TARGETS
+            )));
+        }
+        for target in self.targets() {
+            Endpoint::new(&target, &self.headers)?;
+        }
+        if self.max_client_retries > MAX_CLIENT_RETRIES_LIMIT {
+            return Err(LoadError::InvalidConfig(format!(
+                "max_client_retries must be at most {MAX_CLIENT_RETRIES_LIMIT}"
+            )));
         }
         if self.max_in_flight == 0 {
             return Err(LoadError::InvalidConfig(
                 "max_in_flight must be at least 1".into(),
             ));
         }
-        if self.request_timeout.is_zero() {
-            return Err(LoadError::InvalidConfig(
-                "request_timeout must be positive".into(),
-            ));
+        if self.request_timeout.is_zero() || self.request_timeout > Self::MAX_REQUEST_TIMEOUT {
+            return Err(LoadError::InvalidConfig(format!(
+                "request_timeout must be positive and at most {:?}",
+                Self::MAX_REQUEST_TIMEOUT
+            )));
         }
         Ok(())
     }
@@ -117,5 +167,21 @@ mod tests {
         config.rate = 1.0;
         config.max_in_flight = 0;
         assert!(config.validate().is_err());
+        config.max_in_flight = 1;
+        config.duration = Duration::from_secs(3601);
+        assert!(config.validate().is_err());
+        config.duration = Duration::from_secs(1);
+        config.request_timeout = Duration::from_secs(601);
+        assert!(config.validate().is_err());
+        config.request_timeout = Duration::from_secs(1);
+        config.max_client_retries = 21;
+        assert!(config.validate().is_err());
+        config.max_client_retries = 20;
+        config.extra_targets = vec!["http://127.0.0.1:2".into(); 16];
+        assert!(config.validate().is_err());
+        config.extra_targets.truncate(15);
+        assert!(config.validate().is_ok());
+        assert_eq!(config.targets().len(), 16);
+        assert_eq!(config.targets()[0], "http://127.0.0.1:1");
     }
 }

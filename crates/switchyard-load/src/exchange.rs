@@ -11,6 +11,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::chunk::{ChunkSummary, summarize_chunk};
+use crate::client_retry::{REQUEST_ID_HEADER, RETRY_COUNT_HEADER, parse_retry_after};
+use crate::priority::{PRIORITY_HEADER, PriorityClass};
 use crate::sse::SseParser;
 use crate::transport::{Endpoint, HttpClient};
 use crate::workload::{ChatMessage, PlannedRequest};
@@ -38,11 +40,27 @@ pub struct Completion {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
     pub kind: String,
+    /// The answer's status when the target answered at all.
+    pub status: Option<StatusCode>,
+    /// The answer's `Retry-After`, in delta-seconds form.
+    pub retry_after: Option<Duration>,
 }
 
 impl Failure {
     pub fn new(kind: impl Into<String>) -> Self {
-        Self { kind: kind.into() }
+        Self {
+            kind: kind.into(),
+            status: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn status(status: StatusCode, retry_after: Option<Duration>) -> Self {
+        Self {
+            kind: status.as_u16().to_string(),
+            status: Some(status),
+            retry_after,
+        }
     }
 }
 
@@ -51,10 +69,23 @@ pub type Outcome = Result<Completion, Failure>;
 /// What stays the same for every request of a run.
 #[derive(Clone, Debug)]
 pub struct ExchangeSettings {
-    pub endpoint: Endpoint,
+    /// One per `--target`; an attempt names its own by index.
+    pub endpoints: Vec<Endpoint>,
     pub model: String,
     pub max_tokens: u32,
     pub stream: bool,
+}
+
+/// What varies between attempts of the same planned request.
+#[derive(Clone, Debug, Default)]
+pub struct AttemptHeaders {
+    /// Index into [`ExchangeSettings::endpoints`].
+    pub target: usize,
+    pub priority: Option<PriorityClass>,
+    /// `x-switchyard-retry-count`, sent only when present.
+    pub retry_count: Option<u32>,
+    /// `x-request-id`, identical across a request's retries.
+    pub request_id: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -78,8 +109,9 @@ pub async fn send_chat(
     client: &HttpClient,
     settings: &ExchangeSettings,
     planned: &PlannedRequest,
+    attempt: &AttemptHeaders,
 ) -> Outcome {
-    let request = build_request(settings, planned)?;
+    let request = build_request(settings, planned, attempt)?;
     let started = Instant::now();
     let response = client.request(request).await.map_err(|error| {
         tracing::debug!(%error, "chat completion request failed");
@@ -90,11 +122,16 @@ pub async fn send_chat(
         })
     })?;
     let status = response.status();
-    let worker = response
-        .headers()
-        .get(WORKER_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
+    let header = |name| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let worker = header(WORKER_HEADER);
+    let retry_after =
+        header(http::header::RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(&v));
     let body = response.into_body();
     if status != StatusCode::OK {
         // Error bodies are small JSON; reading them keeps the connection reusable.
@@ -102,7 +139,7 @@ pub async fn send_chat(
             let text = collected.to_bytes();
             tracing::debug!(%status, body = %String::from_utf8_lossy(&text), "non-200 answer");
         }
-        return Err(Failure::new(status.as_u16().to_string()));
+        return Err(Failure::status(status, retry_after));
     }
     let mut completion = if settings.stream {
         read_stream(body, started).await?
@@ -116,7 +153,12 @@ pub async fn send_chat(
 fn build_request(
     settings: &ExchangeSettings,
     planned: &PlannedRequest,
+    attempt: &AttemptHeaders,
 ) -> Result<Request<Full<Bytes>>, Failure> {
+    let endpoint = settings
+        .endpoints
+        .get(attempt.target)
+        .ok_or_else(|| Failure::new("encode"))?;
     let body = ChatRequestBody {
         model: &settings.model,
         messages: &planned.messages,
@@ -129,15 +171,23 @@ fn build_request(
     };
     let encode_failed = |_| Failure::new("encode");
     let json = serde_json::to_vec(&body).map_err(encode_failed)?;
-    let session = HeaderValue::from_str(&planned.session_id).map_err(|_| Failure::new("encode"))?;
-    let mut request = Request::post(settings.endpoint.chat_completions.clone())
+    let header_value = |text: &str| HeaderValue::from_str(text).map_err(|_| Failure::new("encode"));
+    let mut request = Request::post(endpoint.chat_completions.clone())
         .header(CONTENT_TYPE, "application/json")
-        .header(SESSION_HEADER, session)
+        .header(SESSION_HEADER, header_value(&planned.session_id)?)
         .body(Full::new(Bytes::from(json)))
         .map_err(|_| Failure::new("encode"))?;
-    request
-        .headers_mut()
-        .extend(settings.endpoint.extra_headers.clone());
+    let headers = request.headers_mut();
+    headers.extend(endpoint.extra_headers.clone());
+    if let Some(priority) = attempt.priority {
+        headers.insert(PRIORITY_HEADER, HeaderValue::from_static(priority.as_str()));
+    }
+    if let Some(count) = attempt.retry_count {
+        headers.insert(RETRY_COUNT_HEADER, HeaderValue::from(count));
+    }
+    if let Some(id) = &attempt.request_id {
+        headers.insert(REQUEST_ID_HEADER, header_value(id)?);
+    }
     Ok(request)
 }
 

@@ -1,8 +1,8 @@
 //! Plain-text tables: one row per metric, one column per run.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::LoadReport;
+use crate::{BreakdownReport, LoadReport};
 
 type Row = (String, Vec<String>);
 
@@ -61,12 +61,22 @@ fn metric_rows(reports: &[&LoadReport]) -> Vec<Row> {
     };
     let error_kinds: BTreeSet<&String> = reports.iter().flat_map(|r| r.errors.keys()).collect();
     let workers: BTreeSet<&String> = reports.iter().flat_map(|r| r.workers.keys()).collect();
+    let retrying = reports
+        .iter()
+        .any(|r| r.client_retries > 0 || !r.client_groups.is_empty());
 
     let mut rows = vec![
         row("requests sent", &|r| r.requests_sent.to_string()),
         row("ok", &|r| r.ok.to_string()),
         row("errors", &|r| r.error_count().to_string()),
     ];
+    if retrying {
+        rows.extend([
+            row("total attempts", &|r| r.total_attempts.to_string()),
+            row("client retries", &|r| r.client_retries.to_string()),
+            row("eventual success", &|r| percent(r.eventual_success_rate)),
+        ]);
+    }
     for kind in error_kinds {
         rows.push(row(&format!("  error {kind}"), &|r| {
             r.errors.get(kind).copied().unwrap_or(0).to_string()
@@ -84,7 +94,7 @@ fn metric_rows(reports: &[&LoadReport]) -> Vec<Row> {
         row("e2e p99 (ms)", &|r| millis(r.e2e.p99)),
         row("prompt tokens", &|r| r.prompt_tokens.to_string()),
         row("cached tokens", &|r| r.cached_tokens.to_string()),
-        row("hit rate", &|r| format!("{:.1}%", r.hit_rate() * 100.0)),
+        row("hit rate", &|r| percent(r.hit_rate())),
     ]);
     for worker in workers {
         rows.push(row(
@@ -96,7 +106,55 @@ fn metric_rows(reports: &[&LoadReport]) -> Vec<Row> {
         ));
     }
     rows.push(row("worker load CV", &|r| format!("{:.3}", r.load_cv())));
+    rows.extend(breakdown_rows(reports, "class", |r| &r.priority_classes));
+    rows.extend(breakdown_rows(reports, "clients", |r| &r.client_groups));
+    let targets: BTreeSet<&String> = reports.iter().flat_map(|r| r.targets.keys()).collect();
+    if targets.len() > 1 {
+        for target in targets {
+            rows.push(row(&format!("target {target} attempts"), &|r| {
+                r.targets
+                    .get(target)
+                    .map_or(0, |load| load.attempts)
+                    .to_string()
+            }));
+        }
+    }
     rows
+}
+
+/// Requests, success rate and TTFT per slice (priority class or client group).
+fn breakdown_rows(
+    reports: &[&LoadReport],
+    kind: &str,
+    slices: impl Fn(&LoadReport) -> &BTreeMap<String, BreakdownReport>,
+) -> Vec<Row> {
+    let names: BTreeSet<&String> = reports.iter().flat_map(|r| slices(r).keys()).collect();
+    let mut rows = Vec::new();
+    for name in names {
+        let cell = |value: &dyn Fn(&BreakdownReport) -> String| -> Vec<String> {
+            reports
+                .iter()
+                .map(|r| slices(r).get(name).map_or_else(|| "-".to_owned(), value))
+                .collect()
+        };
+        rows.push((
+            format!("{kind} {name} ok/requests"),
+            cell(&|b| format!("{}/{}", b.ok, b.requests)),
+        ));
+        rows.push((
+            format!("{kind} {name} success"),
+            cell(&|b| percent(b.success_rate)),
+        ));
+        rows.push((
+            format!("{kind} {name} TTFT p50/p99 (ms)"),
+            cell(&|b| format!("{}/{}", millis(b.ttft.p50), millis(b.ttft.p99))),
+        ));
+    }
+    rows
+}
+
+fn percent(ratio: f64) -> String {
+    format!("{:.1}%", ratio * 100.0)
 }
 
 fn millis(seconds: Option<f64>) -> String {
@@ -110,12 +168,12 @@ mod tests {
     use super::*;
     use crate::Workload;
     use crate::exchange::{Completion, Failure};
-    use crate::report::{Collector, RunFacts};
+    use crate::report::{Collector, RequestLabels, RunFacts};
+    use crate::{ClientRetryMode, PriorityClass};
 
     fn report(workers: &[&str], errors: &[&str]) -> LoadReport {
         let mut collector = Collector::default();
         for worker in workers {
-            collector.record_sent();
             collector.record(&Ok(Completion {
                 ttft: Some(Duration::from_millis(12)),
                 e2e: Duration::from_millis(40),
@@ -126,16 +184,16 @@ mod tests {
             }));
         }
         for kind in errors {
-            collector.record_sent();
             collector.record(&Err(Failure::new(*kind)));
         }
         collector.finish(RunFacts {
-            target: "http://t".into(),
+            targets: vec!["http://t".into()],
             model: "m".into(),
             workload: Workload::Multiturn,
             seed: 0,
             configured_rate: 1.0,
             issue_time: Duration::from_secs(1),
+            started_unix_ms: 0,
         })
     }
 
@@ -177,5 +235,45 @@ mod tests {
         assert!(w1_row.contains("100.0% (1)") && w1_row.contains("0.0% (0)"));
         let width = lines[0].len();
         assert!(lines.iter().all(|line| line.len() == width), "\n{table}");
+    }
+
+    #[test]
+    fn class_retry_and_target_rows_appear_only_when_used() {
+        let plain = report(&["w1"], &[]).render_table();
+        for absent in ["total attempts", "class ", "clients ", "target "] {
+            assert!(!plain.contains(absent), "{absent:?} in\n{plain}");
+        }
+        let mut collector = Collector::default();
+        let id = collector.begin(RequestLabels {
+            target: 1,
+            priority: Some(PriorityClass::P0),
+            client_group: Some(ClientRetryMode::Fixed(Duration::from_secs(1))),
+        });
+        let refused = Err(Failure::status(http::StatusCode::TOO_MANY_REQUESTS, None));
+        collector.attempt_started(id, Duration::ZERO, false);
+        collector.attempt_finished(id, Duration::ZERO, &refused);
+        collector.attempt_started(id, Duration::from_secs(1), true);
+        let served = Ok(Completion {
+            ttft: Some(Duration::from_millis(25)),
+            ..Completion::default()
+        });
+        collector.attempt_finished(id, Duration::from_secs(1), &served);
+        collector.finish_request(id, &served);
+        let mut facts = RunFacts::for_tests();
+        facts.targets = vec!["http://a".into(), "http://b".into()];
+        let table = collector.finish(facts).render_table();
+        for needle in [
+            "total attempts",
+            "eventual success",
+            "class P0 ok/requests",
+            "1/1",
+            "class P0 TTFT p50/p99 (ms)",
+            "25.0/25.0",
+            "clients fixed1s success",
+            "100.0%",
+            "target http://b attempts",
+        ] {
+            assert!(table.contains(needle), "missing {needle:?} in\n{table}");
+        }
     }
 }

@@ -1,54 +1,73 @@
 //! The open-loop driver: Poisson arrivals, one task per request, a bounded drain at the end.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::arrivals::PoissonArrivals;
-use crate::exchange::{ExchangeSettings, Failure, Outcome, send_chat};
-use crate::report::{Collector, RunFacts};
-use crate::transport::{Endpoint, HttpClient, build_client, discover_model};
-use crate::workload::{TurnTicket, WorkloadGenerator};
+use crate::exchange::{ExchangeSettings, Outcome};
+use crate::report::{Collector, RequestLabels, RunFacts};
+use crate::request_task::{RequestPlan, SharedCollector, TaskContext, run_request};
+use crate::transport::{Endpoint, build_client, discover_model};
+use crate::workload::{TurnTicket, WorkloadGenerator, derive_seed};
 use crate::{LoadConfig, LoadError, LoadReport};
 
 const PROGRESS_PERIOD: Duration = Duration::from_secs(1);
+/// Seed stream of the per-request draws (target, class, client group), apart from the
+/// workload's, so adding a mix does not change the prompts.
+const REQUEST_MIX_STREAM: u64 = 21;
 
 type TaskResult = (Option<TurnTicket>, Outcome);
 
-/// Drives one open-loop run against `config.target` and returns its report.
+/// Drives one open-loop run against the configured targets and returns its report.
 ///
-/// Arrivals never wait for answers: when `max_in_flight` requests are outstanding, the arrival is
-/// counted as `client_dropped`. After `duration`, in-flight requests get up to `request_timeout`
-/// to finish; the rest are aborted and counted as `timeout`.
+/// Arrivals never wait for answers: when `max_in_flight` requests are outstanding (a request
+/// waiting to retry counts), the arrival is counted as `client_dropped`. After `duration`,
+/// in-flight requests get up to `request_timeout` to finish; the rest are aborted and counted
+/// as `timeout`.
 pub async fn run(config: LoadConfig) -> Result<LoadReport, LoadError> {
     config.validate()?;
-    let endpoint = Endpoint::new(&config.target, &config.headers)?;
+    let targets = config.targets();
+    let endpoints = targets
+        .iter()
+        .map(|target| Endpoint::new(target, &config.headers))
+        .collect::<Result<Vec<_>, _>>()?;
     let client = build_client(config.max_in_flight, config.request_timeout);
     let model = match &config.model {
         Some(model) => model.clone(),
-        None => discover_model(&client, &endpoint, config.request_timeout).await?,
+        None => discover_model(&client, &endpoints[0], config.request_timeout).await?,
     };
     tracing::info!(
-        target = %config.target, %model, workload = ?config.workload, rate = config.rate,
+        targets = ?targets, %model, workload = ?config.workload, rate = config.rate,
         duration = ?config.duration, "starting load run"
     );
-    let settings = Arc::new(ExchangeSettings {
-        endpoint,
-        model: model.clone(),
-        max_tokens: config.max_tokens,
-        stream: config.stream,
+    let start = Instant::now();
+    let started_unix_ms = unix_millis();
+    let context = Arc::new(TaskContext {
+        client,
+        settings: Arc::new(ExchangeSettings {
+            endpoints,
+            model: model.clone(),
+            max_tokens: config.max_tokens,
+            stream: config.stream,
+        }),
+        collector: SharedCollector::new(Collector::new(config.timeline)),
+        start,
+        attempt_timeout: config.request_timeout,
+        max_client_retries: config.max_client_retries,
     });
     let mut driver = Driver {
         generator: WorkloadGenerator::new(config.workload, config.seed),
-        collector: Collector::default(),
+        mix_rng: SmallRng::seed_from_u64(derive_seed(config.seed, REQUEST_MIX_STREAM)),
+        run_tag: run_tag(),
         in_flight: JoinSet::new(),
-        client,
-        settings,
+        context,
         config: &config,
     };
-    let start = Instant::now();
     let mut progress = tokio::time::interval_at(start + PROGRESS_PERIOD, PROGRESS_PERIOD);
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
 
@@ -56,28 +75,45 @@ pub async fn run(config: LoadConfig) -> Result<LoadReport, LoadError> {
     let issue_time = start.elapsed().max(config.duration);
     driver.drain(start, &mut progress).await;
 
-    let report = driver.collector.finish(RunFacts {
-        target: config.target.clone(),
+    let report = driver.context.collector.take().finish(RunFacts {
+        targets,
         model,
         workload: config.workload,
         seed: config.seed,
         configured_rate: config.rate,
         issue_time,
+        started_unix_ms,
     });
     tracing::info!(
         sent = report.requests_sent,
+        attempts = report.total_attempts,
         ok = report.ok,
         "load run finished"
     );
     Ok(report)
 }
 
+fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+/// Distinguishes this run's `x-request-id`s from another run's with the same seed, so a
+/// gateway that remembers ids never mistakes a new run's requests for retries.
+fn run_tag() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64);
+    derive_seed(nanos, u64::from(std::process::id()))
+}
+
 struct Driver<'a> {
     generator: WorkloadGenerator,
-    collector: Collector,
+    mix_rng: SmallRng,
+    run_tag: u64,
     in_flight: JoinSet<TaskResult>,
-    client: HttpClient,
-    settings: Arc<ExchangeSettings>,
+    context: Arc<TaskContext>,
     config: &'a LoadConfig,
 }
 
@@ -88,7 +124,7 @@ impl Driver<'_> {
         let mut arrivals = PoissonArrivals::new(self.config.rate, self.config.seed);
         let mut next_arrival = arrivals.next().map(|offset| start + offset);
         while let Some(arrival) = next_arrival.filter(|at| *at < deadline) {
-            if self.collector.sent() >= max_requests {
+            if self.context.collector.lock().sent() >= max_requests {
                 tracing::warn!(
                     max_requests,
                     "hard request bound reached; stopping arrivals"
@@ -108,24 +144,58 @@ impl Driver<'_> {
 
     fn issue_one(&mut self) {
         if self.in_flight.len() >= self.config.max_in_flight {
-            self.collector.record_dropped();
+            self.context.collector.lock().record_dropped();
             return;
         }
         let planned = self.generator.next_request();
-        self.collector.record_sent();
-        let client = self.client.clone();
-        let settings = Arc::clone(&self.settings);
-        let timeout = self.config.request_timeout;
+        let labels = self.draw_labels();
+        let id = self.context.collector.lock().begin(labels);
+        let request_id = self
+            .config
+            .client_retry
+            .is_some()
+            .then(|| format!("load-{:016x}-{}", self.run_tag, id.index()));
+        let turn = planned.turn;
+        let plan = RequestPlan {
+            planned,
+            labels,
+            request_id,
+        };
+        let context = Arc::clone(&self.context);
         self.in_flight.spawn(async move {
-            let exchange = send_chat(&client, &settings, &planned);
-            let outcome = tokio::time::timeout(timeout, exchange)
-                .await
-                .unwrap_or_else(|_| Err(Failure::new("timeout")));
-            (planned.turn, outcome)
+            let outcome = run_request(context, plan, id).await;
+            (turn, outcome)
         });
     }
 
-    /// Waits up to `request_timeout` for outstanding requests, then aborts and counts the rest.
+    /// Target, class and client group of the next request; a draw is made only for what
+    /// varies, so a run without mixes keeps the same random stream as before them.
+    fn draw_labels(&mut self) -> RequestLabels {
+        let target_count = 1 + self.config.extra_targets.len();
+        let target = if target_count > 1 {
+            self.mix_rng.random_range(0..target_count)
+        } else {
+            0
+        };
+        let priority = self
+            .config
+            .priority_mix
+            .as_ref()
+            .map(|mix| *mix.pick(self.mix_rng.random()));
+        let client_group = self
+            .config
+            .client_retry
+            .as_ref()
+            .map(|mix| *mix.pick(self.mix_rng.random()));
+        RequestLabels {
+            target,
+            priority,
+            client_group,
+        }
+    }
+
+    /// Waits up to `request_timeout` for outstanding requests, then aborts the rest (the
+    /// collector counts requests that never finished as `timeout`).
     async fn drain(&mut self, start: Instant, progress: &mut Interval) {
         let drain_deadline = Instant::now() + self.config.request_timeout;
         while !self.in_flight.is_empty() {
@@ -142,32 +212,30 @@ impl Driver<'_> {
         }
     }
 
+    /// Outcomes are already in the collector; the answer only continues the conversation.
     fn record(&mut self, joined: Result<TaskResult, JoinError>) {
         match joined {
-            Ok((ticket, outcome)) => {
-                self.collector.record(&outcome);
-                if let Some(ticket) = ticket {
-                    let answer = outcome.as_ref().ok().map(|done| done.answer.as_str());
-                    self.generator.record_answer(ticket, answer);
-                }
+            Ok((Some(ticket), outcome)) => {
+                let answer = outcome.as_ref().ok().map(|done| done.answer.as_str());
+                self.generator.record_answer(ticket, answer);
             }
-            Err(error) if error.is_cancelled() => self.collector.record_failure("timeout"),
-            Err(error) => {
-                tracing::error!(%error, "request task panicked");
-                self.collector.record_failure("panic");
-            }
+            Ok((None, _)) => {}
+            Err(error) if error.is_cancelled() => {}
+            Err(error) => tracing::error!(%error, "request task panicked"),
         }
     }
 
     /// Progress goes to stderr so the final table on stdout stays machine-friendly.
     fn print_progress(&self, start: Instant) {
+        let collector = self.context.collector.lock();
         eprintln!(
-            "[load {:>6.1}s] sent={} ok={} errors={} dropped={} in_flight={}",
+            "[load {:>6.1}s] sent={} attempts={} ok={} errors={} dropped={} in_flight={}",
             start.elapsed().as_secs_f64(),
-            self.collector.sent(),
-            self.collector.ok(),
-            self.collector.error_count(),
-            self.collector.client_dropped(),
+            collector.sent(),
+            collector.attempts(),
+            collector.ok(),
+            collector.error_count(),
+            collector.client_dropped(),
             self.in_flight.len(),
         );
     }

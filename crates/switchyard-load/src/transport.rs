@@ -39,6 +39,11 @@ impl Endpoint {
             return Err(invalid("only plain http:// targets are supported"));
         }
         let authority = base.authority().ok_or_else(|| invalid("missing host"))?;
+        if !is_loopback_host(authority.host()) {
+            return Err(invalid(
+                "only loopback targets (127.0.0.0/8, ::1, localhost) are allowed",
+            ));
+        }
         // Accept both `http://host` and the OpenAI-SDK style `http://host/v1`.
         let path = base.path().trim_end_matches('/');
         let path = path.strip_suffix("/v1").unwrap_or(path);
@@ -53,6 +58,18 @@ impl Endpoint {
             extra_headers: parse_headers(headers)?,
         })
     }
+}
+
+/// The tool generates heavy synthetic load: it must never be pointed at someone else's host.
+/// An unspecified address (`0.0.0.0`, what a server bound to all interfaces reports) is
+/// reached over loopback, so it is accepted too.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
 }
 
 fn parse_headers(headers: &[(String, String)]) -> Result<HeaderMap, LoadError> {
@@ -157,10 +174,10 @@ mod tests {
             );
             assert_eq!(endpoint.models, "http://127.0.0.1:8080/v1/models");
         }
-        let prefixed = Endpoint::new("http://gw:80/tenant-a", &[]).expect("valid target");
+        let prefixed = Endpoint::new("http://localhost:80/tenant-a", &[]).expect("valid target");
         assert_eq!(
             prefixed.chat_completions,
-            "http://gw:80/tenant-a/v1/chat/completions"
+            "http://localhost:80/tenant-a/v1/chat/completions"
         );
     }
 
@@ -175,15 +192,41 @@ mod tests {
     }
 
     #[test]
+    fn only_loopback_targets_are_accepted() {
+        for target in [
+            "http://127.0.0.1:1",
+            "http://127.8.9.10:1",
+            "http://localhost:1",
+            "http://[::1]:1",
+            "http://0.0.0.0:1",
+        ] {
+            assert!(Endpoint::new(target, &[]).is_ok(), "{target}");
+        }
+        for target in [
+            "http://10.0.0.1:1",
+            "http://example.com",
+            "http://[2001:db8::1]:1",
+        ] {
+            assert!(
+                matches!(
+                    Endpoint::new(target, &[]),
+                    Err(LoadError::InvalidTarget { .. })
+                ),
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
     fn extra_headers_are_parsed_and_bad_ones_rejected() {
         let endpoint = Endpoint::new(
-            "http://h:1",
+            "http://127.0.0.1:1",
             &headers(&[("authorization", "Bearer k"), ("x-priority", " p0 ")]),
         )
         .expect("valid headers");
         assert_eq!(endpoint.extra_headers["authorization"], "Bearer k");
         assert_eq!(endpoint.extra_headers["x-priority"], "p0");
-        let bad = Endpoint::new("http://h:1", &headers(&[("bad header", "v")]));
+        let bad = Endpoint::new("http://127.0.0.1:1", &headers(&[("bad header", "v")]));
         assert!(matches!(bad, Err(LoadError::InvalidHeader { .. })));
     }
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::Workload;
 pub use multiturn::TurnTicket;
+pub(crate) use text::derive_seed;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ChatMessage {

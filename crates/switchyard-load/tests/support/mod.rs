@@ -2,15 +2,20 @@
 //!
 //! It streams SSE with a usage chunk (prompt 100 tokens, 40 cached), alternates the
 //! `x-switchyard-worker` header between two names, can reject every Nth request with 503, or
-//! hang forever, and cuts its SSE stream into small pieces written separately to exercise the
-//! client's parser across chunk boundaries.
+//! hang forever, refuse with 503 + `Retry-After` (a request's first attempt, every attempt, or
+//! one priority class), and cuts its SSE stream into small pieces written separately to
+//! exercise the client's parser across chunk boundaries. It remembers every attempt's
+//! request id, priority and retry-count headers and arrival time.
+
+// Each test crate that includes this module uses only part of it.
+#![allow(dead_code)]
 
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -37,6 +42,21 @@ pub enum Behaviour {
     Serve { reject_every: u64 },
     /// Accept the request and never answer.
     Hang,
+    /// 503 with this `Retry-After` on the first attempt of each `x-request-id`; serve retries.
+    RefuseFirst { retry_after: &'static str },
+    /// 503 with this `Retry-After`, always.
+    RefuseAll { retry_after: &'static str },
+    /// 503 (Retry-After 1) for requests asking for this `x-switchyard-priority`; serve others.
+    RefuseClass { class: &'static str },
+}
+
+/// One attempt as the mock saw it.
+#[derive(Clone, Debug)]
+pub struct SeenAttempt {
+    pub request_id: Option<String>,
+    pub priority: Option<String>,
+    pub retry_count: Option<String>,
+    pub at: Instant,
 }
 
 #[derive(Default)]
@@ -48,6 +68,7 @@ struct Counters {
     hanging_peak: AtomicU64,
     authorization: Mutex<HashSet<String>>,
     session_ids: Mutex<HashSet<String>>,
+    attempts: Mutex<Vec<SeenAttempt>>,
 }
 
 struct MockState {
@@ -119,6 +140,10 @@ impl MockServer {
         self.state.counters.session_ids.lock().unwrap().clone()
     }
 
+    pub fn attempts(&self) -> Vec<SeenAttempt> {
+        self.state.counters.attempts.lock().unwrap().clone()
+    }
+
     pub async fn stop(mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
@@ -139,12 +164,25 @@ async fn models() -> Response {
 async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Bytes) -> Response {
     let counters = &state.counters;
     let number = counters.requests.fetch_add(1, Ordering::SeqCst) + 1;
-    remember_headers(counters, &headers);
+    let seen = remember_headers(counters, &headers);
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
     if request["model"] != MODEL {
         return json_response(StatusCode::BAD_REQUEST, r#"{"error":"bad model"}"#.into());
     }
+    let first_attempt = seen.request_id.as_ref().is_some_and(|id| {
+        let attempts = counters.attempts.lock().unwrap();
+        attempts
+            .iter()
+            .filter(|a| a.request_id.as_ref() == Some(id))
+            .count()
+            == 1
+    });
     match state.behaviour {
+        Behaviour::RefuseFirst { retry_after } if first_attempt => refuse(counters, retry_after),
+        Behaviour::RefuseAll { retry_after } => refuse(counters, retry_after),
+        Behaviour::RefuseClass { class } if seen.priority.as_deref() == Some(class) => {
+            refuse(counters, "1")
+        }
         Behaviour::Hang => {
             let now = counters.hanging_now.fetch_add(1, Ordering::SeqCst) + 1;
             counters.hanging_peak.fetch_max(now, Ordering::SeqCst);
@@ -158,7 +196,7 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Byt
                 r#"{"error":{"message":"overloaded","type":"overloaded"}}"#.into(),
             )
         }
-        Behaviour::Serve { .. } => {
+        Behaviour::Serve { .. } | Behaviour::RefuseFirst { .. } | Behaviour::RefuseClass { .. } => {
             let served = counters.served.fetch_add(1, Ordering::SeqCst);
             let worker = WORKERS[(served % 2) as usize];
             if request["stream"] == true {
@@ -187,7 +225,31 @@ impl Drop for HangingGuard<'_> {
     }
 }
 
-fn remember_headers(counters: &Counters, headers: &HeaderMap) {
+fn refuse(counters: &Counters, retry_after: &str) -> Response {
+    counters.rejected.fetch_add(1, Ordering::SeqCst);
+    let mut response = json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        r#"{"error":{"message":"overloaded","type":"overloaded"}}"#.into(),
+    );
+    response
+        .headers_mut()
+        .insert("retry-after", retry_after.parse().unwrap());
+    response
+}
+
+fn remember_headers(counters: &Counters, headers: &HeaderMap) -> SeenAttempt {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    let seen = SeenAttempt {
+        request_id: text("x-request-id"),
+        priority: text("x-switchyard-priority"),
+        retry_count: text("x-switchyard-retry-count"),
+        at: Instant::now(),
+    };
+    counters.attempts.lock().unwrap().push(seen.clone());
     if let Some(value) = headers.get("authorization") {
         let value = value.to_str().unwrap().to_owned();
         counters.authorization.lock().unwrap().insert(value);
@@ -196,6 +258,7 @@ fn remember_headers(counters: &Counters, headers: &HeaderMap) {
         let value = value.to_str().unwrap().to_owned();
         counters.session_ids.lock().unwrap().insert(value);
     }
+    seen
 }
 
 fn usage_json() -> String {

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Several gateway replicas in front of the same workers: 1, 2 and 3 replicas (separate
+# processes, same config file, same 4 sims), the load tool spreading requests uniformly over
+# them (repeated --target). Physical hit rate of cache_aware relative to one replica (goal
+# >= 95 %). The replicas run twice: as independent processes (each its own single-node
+# ledger) and as one Raft cluster (node 1 bootstraps, the others --join), where affinity
+# events (load moves, migrations) replicate. Writes multi_replica.md.
+#
+# Bounded: 5 cases of DURATION s (default 30) plus start-up, about 3.5 minutes.
+source "$(dirname "$0")/lib.sh"
+fig_init multi_replica
+
+RATE="${RATE:-40}"
+DURATION="${DURATION:-30}"
+SEED="${SEED:-7}"
+BASE="${FIG_PORT_BASE:-23400}"
+GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)))
+RAFT_PORTS=($((BASE + 5)) $((BASE + 6)) $((BASE + 7)))
+SIM_PORTS=($((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
+require_ports "${GW_PORTS[@]}" "${RAFT_PORTS[@]}" "${SIM_PORTS[@]}"
+
+meta rate "$RATE"
+meta duration "$DURATION"
+meta seed "$SEED"
+
+CONFIG="$FIG_DATA/cache_aware.toml"
+printf '[routing]\npolicy = "cache_aware"\n' >"$CONFIG"
+meta config "all replicas	$CONFIG"
+
+# Cluster members need a shared secret; a throwaway one for this loopback-only run.
+GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-multi-replica)
+
+# run_case MODE REPLICAS: MODE is "independent" or "cluster".
+run_case() {
+    local mode="$1" replicas="$2"
+    local pids=() urls=() targets=() i
+    for i in 0 1 2 3; do
+        start_sim "sim-$i" "${SIM_PORTS[$i]}"
+        pids+=("$SIM_PID")
+        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+    done
+    for ((i = 0; i < replicas; i++)); do
+        local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}")
+        if [[ "$mode" == cluster && $i -gt 0 ]]; then
+            node+=(--join "127.0.0.1:${RAFT_PORTS[0]}")
+        fi
+        start_gateway "gateway-$i" "${GW_PORTS[$i]}" "$CONFIG" "${urls[@]}" "${node[@]}"
+        pids+=("$GW_PID")
+        targets+=(--target "http://127.0.0.1:${GW_PORTS[$i]}")
+    done
+    for ((i = 0; i < replicas; i++)); do wait_routable "${GW_PORTS[$i]}" 4; done
+    if [[ "$mode" == cluster ]]; then
+        wait_members "${GW_PORTS[0]}" "$replicas"
+        admin GET "${GW_PORTS[0]}" /admin/cluster >"$FIG_DATA/${mode}_$replicas.cluster.json" || true
+    fi
+    echo "[multi_replica] $mode, $replicas replica(s)" >&2
+    local out="$FIG_DATA/${mode}_$replicas.json"
+    run_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload multiturn \
+        --seed "$SEED" --timeout 30
+    for ((i = 0; i < replicas; i++)); do
+        save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/${mode}_$replicas.gateway-$i.metrics.txt"
+    done
+    meta case "$mode	$replicas	$out"
+    for i in "${pids[@]}"; do stop_pid "$i"; done
+}
+
+# Waits until the Raft group on PORT lists N members.
+wait_members() {
+    local port="$1" want="$2" tries=100 have
+    while true; do
+        have="$(admin GET "$port" /admin/cluster 2>/dev/null | python3 -c '
+import json, sys
+status = json.load(sys.stdin)
+members = status.get("members") or status.get("membership") or []
+print(len(members) if isinstance(members, (list, dict)) else 0)' 2>/dev/null || echo 0)"
+        ((have >= want)) && return 0
+        tries=$((tries - 1))
+        if ((tries == 0)); then
+            echo "cluster on $port: $have of $want members" >&2
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+run_case independent 1
+run_case independent 2
+run_case independent 3
+run_case cluster 2
+run_case cluster 3
+fig_render
