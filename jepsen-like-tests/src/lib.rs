@@ -15,6 +15,7 @@
 //!   report, results folder).
 //! * [`sim`]: an in-memory cluster with switchable bugs, so the whole loop and every checker
 //!   can be exercised without a live cluster.
+//! * [`switchyard`]: the node API and transport for real `switchyard serve` replicas.
 
 pub mod checker;
 pub mod cluster;
@@ -24,6 +25,7 @@ pub mod runner;
 mod serde_pairs;
 pub mod sim;
 pub mod state;
+pub mod switchyard;
 pub mod workload;
 
 /// A node of the cluster under test, numbered from 1.

@@ -2,16 +2,13 @@
 //! kill,partition,pause --seed 7`. Prints the report and exits non-zero if a checker found a
 //! violation; the history, node logs and verdicts stay in the results folder.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Parser;
-use jepsen_like_tests::cluster::{
-    ClusterError, LocalClusterConfig, LocalProcessCluster, NetworkMode, UnwiredNodeApi,
-};
 use jepsen_like_tests::runner::cli::{Cli, ClusterKind, Command, RunArgs};
+use jepsen_like_tests::runner::local::{self, LocalClusterFile};
 use jepsen_like_tests::runner::stand_in::{probe_echo, serve_echo};
-use jepsen_like_tests::runner::{RunOutcome, report, results, run};
+use jepsen_like_tests::runner::{RunOutcome, report, results, run, summary};
 use jepsen_like_tests::sim::{SimBugs, SimCluster};
-use jepsen_like_tests::workload::{QuotaMix, QuotaWorkload, UnwiredTransport};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -46,11 +43,25 @@ fn main() -> ExitCode {
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Some(Command::Check { dir }) => {
-            let verdicts = results::recheck(&dir)?;
+        Some(Command::Check {
+            dir,
+            linearizability_max_ops,
+            linearizability_max_states,
+        }) => {
+            let verdicts = results::recheck_with(&dir, |config| {
+                if let Some(ops) = linearizability_max_ops {
+                    config.linearizability_max_ops = ops;
+                }
+                if let Some(states) = linearizability_max_states {
+                    config.linearizability_max_states = states;
+                }
+            })?;
             let mut passed = true;
             for verdict in &verdicts {
                 println!("{:<26} {}", verdict.checker, verdict.validity);
+                for note in &verdict.notes {
+                    println!("    {note}");
+                }
                 for violation in &verdict.violations {
                     println!("    - {}", violation.message);
                     for op in &violation.ops {
@@ -60,6 +71,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 passed &= verdict.validity != jepsen_like_tests::checker::Validity::Invalid;
             }
             Ok(exit(passed))
+        }
+        Some(Command::Summarize { dirs }) => {
+            let mut runs = Vec::new();
+            for dir in &dirs {
+                runs.push(summary::summarize(dir)?);
+            }
+            print!("{}", summary::render_table(&runs));
+            Ok(exit(runs.iter().all(summary::RunSummary::passed)))
         }
         Some(Command::StandIn { listen }) => {
             println!("ready {listen:?}");
@@ -103,28 +122,22 @@ async fn run_chaos(args: &RunArgs) -> anyhow::Result<RunOutcome> {
             if !args.sim_bugs.is_empty() {
                 bail!("--sim-bugs only applies to --cluster sim");
             }
-            let path = args.cluster_config.as_ref().context(
-                "--cluster local needs --cluster-config FILE (see cluster.example.toml)",
+            let path = args.cluster_config.clone().unwrap_or_else(|| {
+                std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cluster.example.toml")
+            });
+            let file = LocalClusterFile::load(&path)?;
+            let prepared = local::prepare(
+                file,
+                args.nodes,
+                args.seed,
+                dir.join(results::NODES_DIR),
+                args.mix_config(),
+                config,
             )?;
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let mut local: LocalClusterConfig =
-                toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-            local.nodes = args.nodes;
-            local.work_dir = dir.join(results::NODES_DIR);
-            local.seed = args.seed;
-            let cluster = match LocalProcessCluster::new(local.clone(), UnwiredNodeApi) {
-                Err(ClusterError::Unsupported { what, reason })
-                    if local.network != NetworkMode::Loopback =>
-                {
-                    eprintln!("SKIP {what}: {reason}; falling back to loopback (no partitions)");
-                    local.network = NetworkMode::Loopback;
-                    LocalProcessCluster::new(local, UnwiredNodeApi)?
-                }
-                other => other?,
-            };
-            let workload = QuotaWorkload::new(QuotaMix::new(args.mix_config()), UnwiredTransport);
-            Ok(run(&cluster, &workload, config).await?)
+            if let Some(why) = &prepared.fell_back {
+                eprintln!("SKIP network namespaces ({why}): loopback instead, partitions skipped");
+            }
+            Ok(run(&prepared.cluster, &prepared.workload, prepared.config).await?)
         }
     }
 }

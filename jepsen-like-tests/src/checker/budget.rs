@@ -239,12 +239,14 @@ impl BudgetSafetyChecker {
                 )),
             }
         }
-        violations.extend(own_pool_over(
-            &spend,
-            scope,
-            limit,
-            config.budget_slack_tokens,
-        ));
+        if config.override_attribution {
+            violations.extend(own_pool_over(
+                &spend,
+                scope,
+                limit,
+                config.budget_slack_tokens,
+            ));
+        }
         check_node_accounting(violations, input, scope, cap);
     }
 }
@@ -275,7 +277,15 @@ impl Checker for BudgetSafetyChecker {
                 &mut notes,
             );
         }
-        check_override_pools(input, &approved, &mut violations);
+        if input.config.override_attribution {
+            check_override_pools(input, &approved, &mut violations);
+        } else {
+            notes.push(
+                "spends do not say which override paid: per-pool rules (budget alone, each \
+                 override within its grant) not judged"
+                    .to_owned(),
+            );
+        }
         Verdict::from_findings(self.name(), violations, notes, false)
     }
 }

@@ -107,6 +107,10 @@ pub struct CheckConfig {
     pub budget_slack_tokens: u64,
     /// Count unknown-outcome spends as admitted (their full `max_tokens`).
     pub count_info_as_admitted: bool,
+    /// Whether acknowledged spends say which override paid for them. Without it the
+    /// per-pool rules (own budget alone, each override within its grant) are not judged.
+    #[serde(default = "yes")]
+    pub override_attribution: bool,
     /// The clients' request timeout.
     pub request_timeout: Duration,
     /// How far past the timeout a completion may land before it counts as a hang.
@@ -136,6 +140,7 @@ impl Default for CheckConfig {
             budgets: BTreeMap::new(),
             budget_slack_tokens: 0,
             count_info_as_admitted: true,
+            override_attribution: true,
             request_timeout: Duration::from_secs(5),
             hang_grace: Duration::from_secs(1),
             convergence_bound: Duration::from_secs(30),
@@ -170,6 +175,10 @@ impl Default for CheckConfig {
             linearizability_max_states: 2_000_000,
         }
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What the checkers read: the history paired into operations, and the final reads.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::ClusterError;
 use super::template::NodeTemplate;
+use super::workers::WorkerFleetConfig;
 use crate::NodeId;
 use crate::nemesis::command::SystemRunner;
 use crate::nemesis::netns::NetnsLab;
@@ -27,6 +28,8 @@ pub enum NetworkMode {
 pub struct LocalClusterConfig {
     pub nodes: u32,
     pub template: NodeTemplate,
+    /// Simulated inference workers the nodes route to (none by default).
+    pub workers: WorkerFleetConfig,
     /// Node data directories and logs go here.
     pub work_dir: PathBuf,
     pub network: NetworkMode,
@@ -48,6 +51,7 @@ impl Default for LocalClusterConfig {
         Self {
             nodes: 3,
             template: NodeTemplate::default(),
+            workers: WorkerFleetConfig::default(),
             work_dir: PathBuf::from("results/nodes"),
             network: NetworkMode::Loopback,
             client_port: 8080,
@@ -91,6 +95,21 @@ pub(crate) fn plan_addresses(
             (SocketAddr::new(host, config.client_port), raft, advertised)
         }
     })
+}
+
+/// A relative program path that does not exist from the current directory is looked up
+/// from the workspace root (so `target/debug/switchyard` works from anywhere in the repo).
+pub fn resolve_program(program: &str) -> String {
+    let path = Path::new(program);
+    if path.is_absolute() || !program.contains('/') || path.exists() {
+        return program.to_owned();
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let candidate = workspace.join(path);
+    if candidate.exists() {
+        return candidate.display().to_string();
+    }
+    program.to_owned()
 }
 
 pub(crate) fn free_port(ip: IpAddr) -> Result<u16, ClusterError> {

@@ -1,20 +1,24 @@
 //! N real node processes on this machine, started from argument templates: each in its own
 //! network namespace when possible (partitions by iptables), otherwise on loopback (where
 //! partitions are reported as unsupported). Optionally a fault proxy fronts every node's Raft
-//! address and peers are told to use it (link loss and delay).
+//! address and peers are told to use it (link loss and delay), and a fleet of simulated
+//! workers runs beside the nodes (never faulted).
 //!
 //! Process handles sit behind a plain mutex, never held across an await: this is test
 //! tooling whose operations are serialised by the nemesis anyway.
 
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::local_config::{LocalClusterConfig, NetworkMode, create_dir, plan_addresses};
+use super::local_config::{
+    LocalClusterConfig, NetworkMode, create_dir, plan_addresses, resolve_program,
+};
 use super::template::TemplateVars;
-use super::{Cluster, ClusterError, Endpoint, NodeApi, NodeInfo};
+use super::workers::{WorkerFleet, WorkerInfo};
+use super::{Cluster, ClusterError, ClusterLayout, Endpoint, NodeApi, NodeInfo};
 use crate::NodeId;
 use crate::nemesis::PartitionPlan;
 use crate::nemesis::command::SystemRunner;
@@ -33,6 +37,7 @@ pub struct LocalProcessCluster<A: NodeApi> {
     /// Why partitions cannot be applied, if they cannot.
     partitions: Result<(), String>,
     proxies: Mutex<BTreeMap<NodeId, FaultProxy>>,
+    workers: WorkerFleet,
 }
 
 impl<A: NodeApi> LocalProcessCluster<A> {
@@ -60,11 +65,12 @@ impl<A: NodeApi> LocalProcessCluster<A> {
         for &id in &ids {
             let (client_addr, raft_addr, advertised_raft_addr) =
                 plan_addresses(&config, lab.as_ref(), id)?;
-            let data_dir = config.work_dir.join(format!("n{id}")).join("data");
+            let dir = config.work_dir.join(format!("n{id}"));
+            let data_dir = dir.join("data");
             create_dir(&data_dir)?;
             let log_path = config.work_dir.join(format!("n{id}.log"));
             let spec = ProcessSpec {
-                program: config.template.program.clone(),
+                program: resolve_program(&config.template.program),
                 args: Vec::new(),
                 env: Vec::new(),
                 wrapper: lab.as_ref().map(|l| l.exec_prefix(id)).unwrap_or_default(),
@@ -77,9 +83,19 @@ impl<A: NodeApi> LocalProcessCluster<A> {
                 raft_addr,
                 advertised_raft_addr,
                 data_dir,
+                dir,
                 log_path,
             });
         }
+        let worker_host = lab.as_ref().map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |l| {
+            IpAddr::V4(l.bridge_ip())
+        });
+        let workers = WorkerFleet::plan(
+            &config.workers,
+            worker_host,
+            lab.is_some(),
+            &config.work_dir,
+        )?;
         Ok(Self {
             config,
             api,
@@ -88,7 +104,13 @@ impl<A: NodeApi> LocalProcessCluster<A> {
             lab,
             partitions,
             proxies: Mutex::new(BTreeMap::new()),
+            workers,
         })
+    }
+
+    /// The simulated workers the nodes route to.
+    pub fn workers(&self) -> &[WorkerInfo] {
+        self.workers.infos()
     }
 
     pub fn infos(&self) -> &[NodeInfo] {
@@ -107,29 +129,7 @@ impl<A: NodeApi> LocalProcessCluster<A> {
     }
 
     fn vars(&self, info: &NodeInfo) -> TemplateVars {
-        let members = self
-            .infos
-            .iter()
-            .map(|i| format!("{}={}", i.id, i.advertised_raft_addr))
-            .collect::<Vec<_>>()
-            .join(",");
-        TemplateVars {
-            id: info.id,
-            host: info.client_addr.ip().to_string(),
-            client_addr: info.client_addr.to_string(),
-            client_port: info.client_addr.port(),
-            raft_addr: info.raft_addr.to_string(),
-            raft_port: info.raft_addr.port(),
-            advertised_raft_addr: info.advertised_raft_addr.to_string(),
-            data_dir: info.data_dir.display().to_string(),
-            members,
-            bootstrap_raft_addr: self
-                .infos
-                .first()
-                .map(|i| i.advertised_raft_addr.to_string())
-                .unwrap_or_default(),
-            secret: self.config.secret.clone(),
-        }
+        TemplateVars::for_node(info, &self.infos, &self.config.secret)
     }
 
     fn with_process<T>(
@@ -146,6 +146,18 @@ impl<A: NodeApi> LocalProcessCluster<A> {
 
     fn spawn(&self, node: NodeId) -> Result<(), ClusterError> {
         let info = self.info(node)?;
+        let layout = ClusterLayout {
+            nodes: &self.infos,
+            workers: self.workers.infos(),
+            secret: &self.config.secret,
+        };
+        for (name, content) in self.api.node_files(info, &layout)? {
+            let path = info.dir.join(name);
+            std::fs::write(&path, content).map_err(|source| ClusterError::Io {
+                context: format!("writing {}", path.display()),
+                source,
+            })?;
+        }
         let vars = self.vars(info);
         let env = self.config.template.env(&vars)?;
         let mut processes = self.processes.lock();
@@ -249,6 +261,7 @@ impl<A: NodeApi> Cluster for LocalProcessCluster<A> {
         if let Some(lab) = &self.lab {
             lab.setup()?;
         }
+        self.workers.start().await?;
         if self.config.link_proxies {
             for info in &self.infos {
                 let seed = self.config.seed.wrapping_add(u64::from(info.id));
@@ -283,6 +296,8 @@ impl<A: NodeApi> Cluster for LocalProcessCluster<A> {
                 let _ = self.with_process(node, |p| p.kill9());
             }
         }
+        let grace = Duration::from_millis(self.config.stop_grace_ms);
+        self.workers.stop(grace).await;
         let proxies = std::mem::take(&mut *self.proxies.lock());
         for proxy in proxies.into_values() {
             proxy.shutdown().await;

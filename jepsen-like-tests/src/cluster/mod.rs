@@ -4,6 +4,7 @@ mod local_config;
 mod local_process;
 mod node_api;
 mod template;
+mod workers;
 
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -20,8 +21,9 @@ use crate::state::NodeState;
 
 pub use local_config::{LocalClusterConfig, NetworkMode};
 pub use local_process::LocalProcessCluster;
-pub use node_api::{NodeApi, NodeInfo, UnwiredNodeApi};
-pub use template::{NodeTemplate, TemplateError, TemplateVars};
+pub use node_api::{ClusterLayout, NodeApi, NodeInfo, UnwiredNodeApi};
+pub use template::{NodeTemplate, TemplateError, TemplateVars, render_with};
+pub use workers::{WorkerFleetConfig, WorkerInfo};
 
 /// Where clients reach a replica.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +56,8 @@ pub enum ClusterError {
     Template(#[from] TemplateError),
     #[error("node {node}: {message}")]
     Node { node: NodeId, message: String },
+    #[error("worker {name}: {message}")]
+    Worker { name: String, message: String },
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -1,6 +1,6 @@
-//! The per-node admin calls the suite needs from a replica (role, final state, clock skew).
-//! They are HTTP calls to the gateway's admin API, which is the part to wire once the
-//! cluster flags and endpoints exist; [`UnwiredNodeApi`] says so clearly meanwhile.
+//! The per-node calls the suite needs from a replica (files it needs before starting, role,
+//! final state, clock skew). `crate::switchyard::SwitchyardNodeApi` makes them against the
+//! real gateway; [`UnwiredNodeApi`] serves stand-in nodes (readiness by TCP only).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::ClusterError;
+use super::workers::WorkerInfo;
 use crate::NodeId;
 use crate::state::NodeState;
 
@@ -21,10 +22,59 @@ pub struct NodeInfo {
     /// What the node tells its peers (its fault proxy, when proxies are on).
     pub advertised_raft_addr: SocketAddr,
     pub data_dir: PathBuf,
+    /// The node's own folder (holds `data_dir` and the files from `NodeApi::node_files`).
+    pub dir: PathBuf,
     pub log_path: PathBuf,
 }
 
+impl super::TemplateVars {
+    /// What `node`'s templates expand to, within the cluster `all`.
+    pub fn for_node(node: &NodeInfo, all: &[NodeInfo], secret: &str) -> Self {
+        let members = all
+            .iter()
+            .map(|i| format!("{}={}", i.id, i.advertised_raft_addr))
+            .collect::<Vec<_>>()
+            .join(",");
+        Self {
+            id: node.id,
+            host: node.client_addr.ip().to_string(),
+            client_addr: node.client_addr.to_string(),
+            client_port: node.client_addr.port(),
+            raft_addr: node.raft_addr.to_string(),
+            raft_port: node.raft_addr.port(),
+            advertised_raft_addr: node.advertised_raft_addr.to_string(),
+            data_dir: node.data_dir.display().to_string(),
+            node_dir: node.dir.display().to_string(),
+            members,
+            bootstrap_raft_addr: all
+                .first()
+                .map(|i| i.advertised_raft_addr.to_string())
+                .unwrap_or_default(),
+            secret: secret.to_owned(),
+        }
+    }
+}
+
+/// The whole cluster as planned, for generating one node's files.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterLayout<'a> {
+    pub nodes: &'a [NodeInfo],
+    pub workers: &'a [WorkerInfo],
+    pub secret: &'a str,
+}
+
 pub trait NodeApi: Send + Sync {
+    /// Files (name, content) written into the node's folder before each start, e.g. a
+    /// per-node config. Default: none.
+    fn node_files(
+        &self,
+        node: &NodeInfo,
+        layout: &ClusterLayout<'_>,
+    ) -> Result<Vec<(String, String)>, ClusterError> {
+        let _ = (node, layout);
+        Ok(Vec::new())
+    }
+
     /// Whether the node serves clients yet. Default: its client port accepts connections.
     fn ready(&self, node: &NodeInfo) -> impl Future<Output = bool> + Send {
         let addr = node.client_addr;
@@ -60,8 +110,8 @@ pub trait NodeApi: Send + Sync {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UnwiredNodeApi;
 
-const UNWIRED: &str = "the gateway admin API (cluster status, /admin/quota, overrides, \
-                       affinity, debug clock skew) is not wired into the chaos suite yet";
+const UNWIRED: &str = "stand-in nodes have no admin API (use switchyard::SwitchyardNodeApi \
+                       for real Switchyard replicas)";
 
 impl NodeApi for UnwiredNodeApi {
     async fn is_leader(&self, _node: &NodeInfo) -> Result<bool, ClusterError> {

@@ -44,6 +44,8 @@ pub struct TemplateVars {
     /// The Raft address peers use (the node's fault proxy when proxies are on).
     pub advertised_raft_addr: String,
     pub data_dir: String,
+    /// The node's own folder (its log, data directory and generated files live there).
+    pub node_dir: String,
     /// `1=addr,2=addr,...` with advertised addresses.
     pub members: String,
     pub bootstrap_raft_addr: String,
@@ -61,6 +63,7 @@ impl TemplateVars {
             "raft_port" => self.raft_port.to_string(),
             "advertised_raft_addr" => self.advertised_raft_addr.clone(),
             "data_dir" => self.data_dir.clone(),
+            "node_dir" => self.node_dir.clone(),
             "members" => self.members.clone(),
             "bootstrap_raft_addr" => self.bootstrap_raft_addr.clone(),
             "secret" => self.secret.clone(),
@@ -71,6 +74,14 @@ impl TemplateVars {
 
 /// Expands every `{name}` in `template`.
 pub fn render(template: &str, vars: &TemplateVars) -> Result<String, TemplateError> {
+    render_with(template, |name| vars.lookup(name))
+}
+
+/// Expands every `{name}` in `template` with `lookup` (`None`: unknown placeholder).
+pub fn render_with(
+    template: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(open) = rest.find('{') {
@@ -80,8 +91,7 @@ pub fn render(template: &str, vars: &TemplateVars) -> Result<String, TemplateErr
             .find('}')
             .ok_or_else(|| TemplateError::Unterminated(template.to_owned()))?;
         let name = &after[..close];
-        let value = vars
-            .lookup(name)
+        let value = lookup(name)
             .ok_or_else(|| TemplateError::Unknown(name.to_owned(), template.to_owned()))?;
         out.push_str(&value);
         rest = &after[close + 1..];
@@ -131,6 +141,7 @@ mod tests {
             raft_port: 7000,
             advertised_raft_addr: "10.213.1.254:17002".into(),
             data_dir: "/tmp/n2".into(),
+            node_dir: "/tmp/n2".into(),
             members: "1=a,2=b".into(),
             bootstrap_raft_addr: "10.213.1.254:17001".into(),
             secret: "s3cret".into(),

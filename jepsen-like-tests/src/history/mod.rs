@@ -144,6 +144,9 @@ pub struct ErrorInfo {
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// The replica's own words, kept for server errors (evidence for a bug report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl ErrorInfo {
@@ -151,6 +154,7 @@ impl ErrorInfo {
         Self {
             reason: reason.into(),
             status: None,
+            detail: None,
         }
     }
 
@@ -158,7 +162,13 @@ impl ErrorInfo {
         Self {
             reason: reason.into(),
             status: Some(status),
+            detail: None,
         }
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
     }
 }
 

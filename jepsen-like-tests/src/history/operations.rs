@@ -114,6 +114,9 @@ impl fmt::Display for Operation {
                 Some(status) => write!(f, " [{status} {}]", error.reason)?,
                 None => write!(f, " [{}]", error.reason)?,
             }
+            if let Some(detail) = &error.detail {
+                write!(f, " ({detail})")?;
+            }
         }
         match self.end_ns() {
             Some(end) => write!(f, " @{:.3}s–{:.3}s", seconds(self.start_ns()), seconds(end)),

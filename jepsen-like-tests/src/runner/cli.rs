@@ -51,7 +51,8 @@ pub struct RunArgs {
     pub clients: Option<usize>,
     #[arg(long, value_enum, default_value_t = ClusterKind::Sim)]
     pub cluster: ClusterKind,
-    /// TOML file with the node template and network mode (for `--cluster local`).
+    /// TOML file with the node template, workers and network mode (for `--cluster local`;
+    /// default: the crate's `cluster.example.toml`).
     #[arg(long)]
     pub cluster_config: Option<PathBuf>,
     /// Base folder for results (default: the crate's `results/`).
@@ -63,6 +64,9 @@ pub struct RunArgs {
     /// Period budget of each workload caller, in tokens (small values exhaust it early).
     #[arg(long, default_value_t = 40_000)]
     pub budget_tokens: u64,
+    /// One caller's own budget, `CALLER=TOKENS` (repeatable), e.g. `carol=20000`.
+    #[arg(long = "caller-budget", value_parser = parse_caller_budget)]
+    pub caller_budgets: Vec<(String, u64)>,
     /// The timeout replicas promise to answer within, in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     pub request_timeout_ms: u64,
@@ -74,7 +78,17 @@ pub struct RunArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Judge a results folder again, offline.
-    Check { dir: PathBuf },
+    Check {
+        dir: PathBuf,
+        /// Search this many override operations for linearizability (default: as recorded).
+        #[arg(long)]
+        linearizability_max_ops: Option<usize>,
+        /// Search states the linearizability checker may visit (default: as recorded).
+        #[arg(long)]
+        linearizability_max_states: Option<usize>,
+    },
+    /// One Markdown table row per results folder (seed, faults, availability, verdicts).
+    Summarize { dirs: Vec<PathBuf> },
     /// A TCP echo server standing in for a node (tests of the process machinery).
     #[command(hide = true)]
     StandIn {
@@ -108,6 +122,7 @@ impl RunArgs {
     pub fn mix_config(&self) -> MixConfig {
         MixConfig {
             budget_tokens: self.budget_tokens,
+            caller_budgets: self.caller_budgets.iter().cloned().collect(),
             ..MixConfig::default()
         }
     }
@@ -117,6 +132,17 @@ impl RunArgs {
             .clone()
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"))
     }
+}
+
+fn parse_caller_budget(text: &str) -> Result<(String, u64), String> {
+    let (caller, tokens) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected CALLER=TOKENS, got `{text}`"))?;
+    let tokens = tokens
+        .trim()
+        .parse()
+        .map_err(|e| format!("`{tokens}` is not a token count: {e}"))?;
+    Ok((caller.trim().to_owned(), tokens))
 }
 
 #[cfg(test)]
@@ -156,6 +182,9 @@ mod tests {
     fn bad_nemesis_and_subcommands() {
         let cli = Cli::try_parse_from(["x", "--nemesis", "kill,flood"]).unwrap();
         assert!(cli.run.run_config().is_err());
+        let cli = Cli::try_parse_from(["x", "--caller-budget", "carol=900"]).unwrap();
+        assert_eq!(cli.run.mix_config().caller_budgets.get("carol"), Some(&900));
+        assert!(Cli::try_parse_from(["x", "--caller-budget", "carol"]).is_err());
         let cli = Cli::try_parse_from(["x", "check", "/tmp/run"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Check { .. })));
         assert!(

@@ -8,10 +8,12 @@
 
 pub mod cli;
 mod final_reads;
+pub mod local;
 mod nemesis_driver;
 pub mod report;
 pub mod results;
 pub mod stand_in;
+pub mod summary;
 
 use futures_util::future::join_all;
 use rand::SeedableRng;

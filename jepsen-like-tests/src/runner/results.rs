@@ -96,8 +96,18 @@ pub fn write_artifacts(dir: &Path, outcome: &RunOutcome) -> Result<(), ResultsEr
 
 /// Runs every checker again on a results folder.
 pub fn recheck(dir: &Path) -> Result<Vec<Verdict>, ResultsError> {
+    recheck_with(dir, |_| {})
+}
+
+/// Runs every checker again on a results folder, with the recorded configuration adjusted
+/// by `adjust` (e.g. a longer linearizability search than the run could afford).
+pub fn recheck_with(
+    dir: &Path,
+    adjust: impl FnOnce(&mut CheckConfig),
+) -> Result<Vec<Verdict>, ResultsError> {
     let history = read_history(dir.join(HISTORY_FILE))?;
     let final_states: FinalStates = read_json(dir, FINAL_STATE_FILE)?;
-    let config: CheckConfig = read_json(dir, CHECK_CONFIG_FILE)?;
+    let mut config: CheckConfig = read_json(dir, CHECK_CONFIG_FILE)?;
+    adjust(&mut config);
     Ok(check_all(&history, &final_states, &config))
 }

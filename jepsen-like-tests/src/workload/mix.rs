@@ -48,6 +48,10 @@ pub struct MixConfig {
     pub callers: Vec<String>,
     /// Period budget of each caller, for the whole run.
     pub budget_tokens: u64,
+    /// Callers whose budget differs from `budget_tokens` (e.g. one tight enough to run out
+    /// early, so the limit is tested under faults while the others measure availability).
+    #[serde(default)]
+    pub caller_budgets: BTreeMap<String, u64>,
     pub principals: Vec<String>,
     /// Bounds of a request's `max_tokens`.
     pub max_tokens: (u64, u64),
@@ -67,6 +71,7 @@ impl Default for MixConfig {
         Self {
             callers: names(&["alice", "bob", "carol"]),
             budget_tokens: 40_000,
+            caller_budgets: BTreeMap::new(),
             principals: names(&["ops-ann", "ops-ben", "ops-cy"]),
             max_tokens: (50, 400),
             extra_tokens: (100, 1_000),
@@ -108,7 +113,11 @@ impl QuotaMix {
             .map(|caller| {
                 (
                     QuotaScope::caller(caller.as_str()),
-                    self.config.budget_tokens,
+                    self.config
+                        .caller_budgets
+                        .get(caller)
+                        .copied()
+                        .unwrap_or(self.config.budget_tokens),
                 )
             })
             .collect()

@@ -10,7 +10,9 @@ use super::LedgerNode;
 use super::reads::{BudgetStatus, MinuteSplits, ReadAnswer, ReadQuery};
 use crate::command::{BudgetSpec, Command, CommandResponse};
 use crate::error::LedgerError;
-use crate::state::{AffinityRecord, AuditEntry, LedgerCounters, OverrideRecord, SpendRatios};
+use crate::state::{
+    AffinityRecord, AuditEntry, LedgerCounters, LedgerState, OverrideRecord, SpendRatios,
+};
 
 impl LedgerNode {
     // ---- writes ----
@@ -132,6 +134,13 @@ impl LedgerNode {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// Runs `f` on the state this node has applied so far, without the linearizable read
+    /// barrier: what this replica holds now, which may lag the leader. For comparing
+    /// replicas (the chaos suite); operators want `read`.
+    pub fn with_applied_state<T>(&self, f: impl FnOnce(&LedgerState) -> T) -> T {
+        f(&self.core.state.read())
     }
 
     // ---- linearizable reads ----

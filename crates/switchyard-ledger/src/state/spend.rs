@@ -71,6 +71,13 @@ impl SpendLedger {
         }
     }
 
+    /// `(node, boot, highest sequence applied)` for every reporter still remembered.
+    pub fn applied_batches(&self) -> impl Iterator<Item = (NodeId, u64, u64)> + '_ {
+        self.last_batch
+            .iter()
+            .map(|((node, boot), seq)| (*node, *boot, *seq))
+    }
+
     pub fn ratios(&self) -> SpendRatios {
         let mut ratios = SpendRatios::default();
         let mut warmup_tokens = 0u64;
