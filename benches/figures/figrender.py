@@ -26,9 +26,19 @@ def header(title, meta, intro):
     ])
 
 
+def readable(line):
+    """A recorded command (bash %q quoting) re-quoted the way a person would type it."""
+    import shlex
+
+    try:
+        return " ".join(shlex.quote(arg) for arg in shlex.split(line))
+    except ValueError:
+        return line
+
+
 def dedup_commands(meta):
     seen, lines = set(), []
-    for line in meta.get("command", []):
+    for line in map(readable, meta.get("command", [])):
         if line not in seen:
             seen.add(line)
             lines.append(line)
@@ -188,6 +198,7 @@ def routing_reading(by_label):
         )
     on = by_label.get("hotkey/consistent_hash/hotspot=true")
     off = by_label.get("hotkey/consistent_hash/hotspot=false")
+    off_plain = by_label.get("hotkey/consistent_hash/hotspot=false/load_factor=100.0")
     if on and off:
         b_on = by_label.get("hotkey/consistent_hash/hotspot=true#branches", {})
         b_off = by_label.get("hotkey/consistent_hash/hotspot=false#branches", {})
@@ -195,12 +206,12 @@ def routing_reading(by_label):
             f"- **hotspot spreading**: with it off, consistent_hash's bounded load (1.25 x mean "
             f"in flight) already moves hot-key traffic off the owner ({b_off.get('load_skip', 0)} "
             f"`load_skip` decisions); with it on, {b_on.get('hot_spread', 0)} decisions rotated a "
-            "hot key over 3 workers per time slice. Against plain consistent hashing (bounded "
-            "load off; seed 001's configuration, which reported -63 %, had no bounded load either) "
-            "spreading removes most of the variance; on top of bounded load there is less left "
-            "to remove. Which workers the 3 hot keys "
-            "land on in each slice is a draw, so one 30 s run (15 slices) over 4 workers gives a "
-            "noisy variance estimate; read the percentages as indicative."
+            "hot key over 3 workers per time slice. Plain consistent hashing (bounded load off, as "
+            "in seed 001's setup, which reported -63 %) has far more variance to remove "
+            f"(CV² {(off_plain or {}).get('worker_load_cv', 0) ** 2:.4f} vs "
+            f"{off['worker_load_cv'] ** 2:.4f}). Which workers the 3 hot keys land on in each "
+            "slice is a draw, so one 30 s run (15 slices) over 4 workers gives a noisy variance "
+            "estimate; read the percentages as indicative."
         )
     return "\n".join(notes)
 
@@ -571,11 +582,11 @@ def multi_replica(meta):
 
 # ---------------------------------------------------------------- recovery_storm
 
-def settled_above(report, rate, start):
-    """First second >= start from which every second with attempts succeeded at >= rate."""
+def settled_above(report, rate, start, end):
+    """First second in [start, end) from which every second with attempts succeeded at >= rate."""
     settled = None
     for second in report.get("timeline") or []:
-        if second["second"] < start or second["success_rate"] is None:
+        if not start <= second["second"] < end or second["success_rate"] is None:
             continue
         if second["success_rate"] < rate:
             settled = None
@@ -628,7 +639,7 @@ def recovery_storm(meta):
         poll = json.loads(Path(path.replace(".json", ".poll.json")).read_text())
         add_s = event_second(report, added_ms)
         start = int(add_s)
-        settled = settled_above(report, 0.99, start)
+        settled = settled_above(report, 0.99, start, duration)
         timeline = report["timeline"]
         client_peak = max((s["admitted"] for s in timeline if start <= s["second"] < duration), default=None)
         before = [s["admitted"] for s in timeline if 5 <= s["second"] < start]
@@ -677,7 +688,9 @@ def recovery_storm(meta):
             "## Storm and recovery", "",
             "Success rate is per second of sending (attempts sent in that second that "
             "succeeded); \"back above 99 %\" = from capacity added to the first second after "
-            "which every second stays ≥ 99 % (1 s resolution). Admitted = attempts not answered "
+            "which every second stays ≥ 99 % until arrivals stop (1 s resolution; the drain "
+            "after it holds only late retries, and those still open at its deadline are "
+            "aborted). Admitted = attempts not answered "
             "429/503 (client side), or the rise of `switchyard_admission_admitted_total` over 1 s "
             "(gateway side, polled every 100 ms). \"Seconds with nothing admitted\" counts "
             "seconds from 3 s on in which attempts were sent and none was admitted.", "",
@@ -782,9 +795,9 @@ def storm_reading(storms, prio):
         "- Retry-After received: "
         + "; ".join(f"{label}: p50 {ra.get('p50')} s, p99 {ra.get('p99')} s" for label, ra in ras)
         + ". The backoff exponent is max(client retry count, the caller's refusals in a row); "
-        "all clients here are the one `anonymous` caller, so the fleet-wide refusal streak "
-        "drives everybody toward the 60 s cap (+ up to 50 % jitter) within a few refusals: "
-        "honouring clients are told to wait far longer than their own history warrants. The "
+        "all clients here are the one `anonymous` caller, so the advice follows the fleet-wide "
+        "refusal streak rather than a client's own retries: a client refused for the first "
+        "time can be told to wait up to the 60 s cap (+ up to 50 % jitter). The "
         "header is whole seconds, rounded up, so jitter on a small backoff is mostly rounded "
         "away (1-1.5 s is always sent as `2`)."
     )
@@ -793,9 +806,12 @@ def storm_reading(storms, prio):
         lines.append(
             f"- P0, tenant {label}: {pct(p0.get('success_rate'))}. Admitted by class "
             f"{', '.join(f'{c} {n}' for c, n in sorted(admitted.items())) or 'none'}"
-            + (": degradation level 2 puts a non-core caller's every class at P2, which is "
-               "paused while overloaded, so the P0 header stops protecting anything."
-               if "false" in label and set(admitted) <= {"P2"} else ".")
+            + (f"; {refusals.get('p2_paused', 0)} refusals were `p2_paused`. Once degradation "
+               "reaches level 2, a non-core caller's requests of every class are queued as P2, "
+               "which is paused while overloaded, so asking for P0 stops protecting anything; "
+               "only a `core = true` tenant keeps its P0."
+               if "false" in label and (p0.get("success_rate") or 0) < 0.99 and refusals.get("p2_paused")
+               else ".")
         )
     return "\n".join(lines)
 

@@ -167,7 +167,7 @@ wait_routable() {
 
 # save_metrics PORT FILE: the gateway's /metrics, switchyard_* series only.
 save_metrics() {
-    curl -fsS --max-time 5 "http://127.0.0.1:$1/metrics" | grep '^switchyard_' | grep -v '_bucket{' >"$2" || true
+    curl -fsS --max-time 5 "http://127.0.0.1:$1/metrics" | grep '^switchyard_' | grep -v -e '_bucket{' -e ' 0$' >"$2" || true
 }
 
 admin() {
