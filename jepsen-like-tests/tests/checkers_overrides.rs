@@ -305,3 +305,115 @@ fn unknown_proposals_and_duplicate_ids() {
         "one id handed out twice"
     );
 }
+
+#[test]
+fn a_refusal_that_took_effect_is_caught() {
+    // Approval by ben answered 409 (refused), yet the override shows ben as its approver: what
+    // a retried forwarded write does when its first attempt applied.
+    let mut b = HistoryBuilder::new();
+    b.ok(
+        1,
+        1,
+        0,
+        100,
+        propose("alice", 500, 60_000, "ann"),
+        OpResult::Proposed { id: 1 },
+    )
+    .fail(
+        2,
+        2,
+        200,
+        2_400,
+        approve(1, "ben"),
+        ErrorInfo::http(409, "override_not_pending"),
+    );
+    let mut state = NodeState::default();
+    state.overrides.insert(
+        1,
+        jepsen_like_tests::state::OverrideState {
+            scope: scope("alice"),
+            extra_tokens: 500,
+            duration_ms: 60_000,
+            requester: "ann".into(),
+            approver: Some("ben".into()),
+            status: Active,
+        },
+    );
+    let config = Default::default();
+    let verdict = run(&OverrideRulesChecker, &b.build(), &finals(&state), &config);
+    assert_eq!(verdict.validity, Validity::Invalid);
+    assert!(
+        verdict.violations[0]
+            .message
+            .contains("refusal that took effect")
+    );
+    assert_eq!(
+        verdict.violations[0].ops.len(),
+        2,
+        "the proposal and the refused approval"
+    );
+    // A listing after it shows the override active: no linearization explains that either.
+    let mut listed_after = b.clone();
+    listed_after.ok(
+        4,
+        3,
+        3_000,
+        3_050,
+        Op::ListOverrides,
+        listed(&[(1, Active, "ann")]),
+    );
+    let linear = run(
+        &OverrideLinearizabilityChecker,
+        &listed_after.build(),
+        &finals(&state),
+        &config,
+    );
+    assert_eq!(linear.validity, Validity::Invalid);
+    // The same approval answered ok (or unknown) explains the record.
+    let mut fine = HistoryBuilder::new();
+    fine.ok(
+        1,
+        1,
+        0,
+        100,
+        propose("alice", 500, 60_000, "ann"),
+        OpResult::Proposed { id: 1 },
+    )
+    .info(
+        2,
+        2,
+        200,
+        2_400,
+        approve(1, "ben"),
+        ErrorInfo::new("timeout"),
+    );
+    let verdict = run(
+        &OverrideRulesChecker,
+        &fine.build(),
+        &finals(&state),
+        &config,
+    );
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{:?}",
+        verdict.violations
+    );
+    // Revoked although the only revocation was refused.
+    state.overrides.get_mut(&1).unwrap().status = Revoked;
+    b.fail(
+        3,
+        1,
+        3_000,
+        3_100,
+        revoke(1, "cy"),
+        ErrorInfo::http(409, "override_not_pending"),
+    );
+    let verdict = run(&OverrideRulesChecker, &b.build(), &finals(&state), &config);
+    assert!(
+        verdict
+            .violations
+            .iter()
+            .any(|v| v.message.contains("is revoked, but every revocation"))
+    );
+}

@@ -1,6 +1,7 @@
 //! Override rules (SPEC §3): the approver is never the requester, an override is not used
 //! before approval nor after its deadline or revocation, and it is never renewed (approved
-//! twice, or granted longer than the maximum).
+//! twice, or granted longer than the maximum). And the system's answers are true: an
+//! approval or revocation answered as refused must not have taken effect.
 //!
 //! Deadlines are judged on the runner's clock: an approval acknowledged at `t` took effect no
 //! later than `t`, so its override must be over by `t + duration` (plus a clock tolerance).
@@ -25,6 +26,12 @@ struct Known<'a> {
     approvals: Vec<&'a Operation>,
     maybe_approved: bool,
     revocations: Vec<&'a Operation>,
+    /// Approvals and revocations answered as refused (definitely no effect).
+    refused_approvals: Vec<&'a Operation>,
+    refused_revocations: Vec<&'a Operation>,
+    /// Principals whose approval or revocation may have taken effect.
+    approvers_maybe: Vec<String>,
+    revokers_maybe: usize,
 }
 
 fn collect<'i>(input: &'i CheckInput<'_>) -> BTreeMap<u64, Known<'i>> {
@@ -44,15 +51,26 @@ fn collect<'i>(input: &'i CheckInput<'_>) -> BTreeMap<u64, Known<'i>> {
                 entry.requester = Some(requester.clone());
                 entry.duration_ms = Some(*duration_ms);
             }
-            (Op::ApproveOverride { id, .. }, _) if op.outcome().maybe_happened() => {
+            (Op::ApproveOverride { id, approver }, _) if op.outcome().maybe_happened() => {
                 let entry = known.entry(*id).or_default();
                 entry.maybe_approved = true;
+                entry.approvers_maybe.push(approver.clone());
                 if op.outcome() == Outcome::Ok {
                     entry.approvals.push(op);
                 }
             }
-            (Op::RevokeOverride { id, .. }, _) if op.outcome() == Outcome::Ok => {
-                known.entry(*id).or_default().revocations.push(op);
+            (Op::ApproveOverride { id, .. }, _) => {
+                known.entry(*id).or_default().refused_approvals.push(op);
+            }
+            (Op::RevokeOverride { id, .. }, _) if op.outcome().maybe_happened() => {
+                let entry = known.entry(*id).or_default();
+                entry.revokers_maybe += 1;
+                if op.outcome() == Outcome::Ok {
+                    entry.revocations.push(op);
+                }
+            }
+            (Op::RevokeOverride { id, .. }, _) => {
+                known.entry(*id).or_default().refused_revocations.push(op);
             }
             _ => {}
         }
@@ -79,6 +97,54 @@ fn with_proposal(known: &Known<'_>, ops: &[&Operation]) -> Vec<Operation> {
         .chain(ops.iter().copied())
         .cloned()
         .collect()
+}
+
+/// Changes the final state shows that only an attempt answered as refused can explain.
+fn refused_but_applied(input: &CheckInput<'_>, known: &BTreeMap<u64, Known<'_>>) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut reported = std::collections::BTreeSet::new();
+    for (node, state) in input.final_states.readable() {
+        for (id, record) in &state.overrides {
+            let Some(k) = known.get(id) else { continue };
+            if let Some(approver) = &record.approver {
+                let explained = k
+                    .approvers_maybe
+                    .iter()
+                    .any(|a| same_principal(a, approver));
+                let refused: Vec<&Operation> = k
+                    .refused_approvals
+                    .iter()
+                    .copied()
+                    .filter(|op| {
+                        matches!(op.op(), Op::ApproveOverride { approver: a, .. } if same_principal(a, approver))
+                    })
+                    .collect();
+                if !explained && !refused.is_empty() && reported.insert((*id, "approve")) {
+                    violations.push(Violation::new(
+                        format!(
+                            "node {node}: override {id} was approved by {approver}, whose every \
+                             approval was answered as refused (a refusal that took effect)"
+                        ),
+                        with_proposal(k, &refused),
+                    ));
+                }
+            }
+            if record.status == OverrideStatus::Revoked
+                && k.revokers_maybe == 0
+                && !k.refused_revocations.is_empty()
+                && reported.insert((*id, "revoke"))
+            {
+                violations.push(Violation::new(
+                    format!(
+                        "node {node}: override {id} is revoked, but every revocation was answered \
+                         as refused (a refusal that took effect)"
+                    ),
+                    with_proposal(k, &k.refused_revocations),
+                ));
+            }
+        }
+    }
+    violations
 }
 
 impl OverrideRulesChecker {
@@ -221,6 +287,7 @@ impl Checker for OverrideRulesChecker {
         let known = collect(input);
         let mut violations = self.grants(input, &known);
         violations.extend(self.uses(input, &known));
+        violations.extend(refused_but_applied(input, &known));
         let notes = vec![format!(
             "{} override(s) seen; {} approval(s) acknowledged",
             known.len(),

@@ -7,7 +7,7 @@ use super::{
 use crate::NodeId;
 use crate::workload::Completion;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct HistoryBuilder {
     /// (time, insertion order, entry); indices are assigned by `build`.
     pending: Vec<(u64, usize, Entry)>,
