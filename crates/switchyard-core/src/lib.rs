@@ -7,9 +7,11 @@
 mod clock;
 mod quota;
 mod tags;
+mod wall_clock;
 mod worker_id;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use quota::{QuotaError, QuotaLedger, QuotaScope, Reservation, SpendTags};
 pub use tags::{ParseTagError, Priority, Purpose, RequestTags};
+pub use wall_clock::WallClock;
 pub use worker_id::WorkerId;
