@@ -560,8 +560,10 @@ def multi_replica(meta):
             f"{b1.get('prefix_hit', 0)} to {bn.get('prefix_hit', 0)} decisions and placements "
             f"rose (`hash_placement` {b1.get('hash_placement', 0)} → "
             f"{bn.get('hash_placement', 0)}, `load_move` {b1.get('load_move', 0)} → "
-            f"{bn.get('load_move', 0)}): each replica sees only its share of a session's turns "
-            "and decides on its own prefix tree and its own load view."
+            f"{bn.get('load_move', 0)}): each replica sees only its share of a session's turns. "
+            "A turn a replica has not seen goes to its conversation's ring owner (named by "
+            "session + opening, the same on every replica); what independent replicas cannot "
+            "share is a first turn's load move, which only the replica that made it follows."
         )
     for (mode, n), (branches, rel, events) in sorted(by_case.items()):
         if mode != "cluster":
@@ -571,10 +573,9 @@ def multi_replica(meta):
             f"- One Raft cluster of {n}: affinity events replicate ({events} applied across the "
             f"replicas; `placement_override` decisions, i.e. following a recorded move, "
             f"{branches.get('placement_override', 0)} vs "
-            f"{ind[0].get('placement_override', 0) if ind else '-'} independent), yet the hit "
-            f"rate is {pct(rel)} of one replica's (independent: {pct(ind[1]) if ind else '-'}). "
-            "Sharing load moves and migrations does not close the gap; what stays per replica "
-            "is the prefix tree, i.e. which turns of a session this replica has seen."
+            f"{ind[0].get('placement_override', 0) if ind else '-'} independent); the hit "
+            f"rate is {pct(rel)} of one replica's (independent: {pct(ind[1]) if ind else '-'}): "
+            "the replicated first-turn load moves are what independent replicas lack."
         )
     out.append("")
     return "\n".join(out)
@@ -667,7 +668,8 @@ def recovery_storm(meta):
         storms.append(dict(name=name, label=label, report=report, add_s=add_s, settled=settled,
                            states=states, client_peak=client_peak, gateway_peak=gateway_peak,
                            blackout=blackout, admitted_by_class=admitted_by_class, levels=levels,
-                           final_level=metric_value(metrics, "switchyard_degradation_level")))
+                           final_level=metric_value(metrics, "switchyard_degradation_level"),
+                           slots=metric_value(metrics, "switchyard_admission_dispatch_slots_capacity")))
     out = [header(
         "Recovery storm: ramp and jitter on vs off; P0 under overload",
         meta,
@@ -778,26 +780,34 @@ def storm_reading(storms, prio):
     if dflt:
         demoted = dflt["admitted_by_class"]
         lines.append(
-            f"- Shipped defaults: the degradation controller follows the overload detector to "
-            f"level {max(dflt['levels'], default='?')} (`overload_level = 2`: non-core callers "
-            "at the lowest priority), the anonymous caller's P1 traffic is then admitted as P2 "
-            f"(admitted by class: {', '.join(f'{c} {n}' for c, n in sorted(demoted.items()))}), and "
-            "P2 is paused while the gateway is overloaded: nothing at all was admitted for "
-            f"{dflt['blackout']} seconds (the two runs without degradation: "
+            "- Shipped defaults (degradation on): level changes "
+            + (", ".join(f"→{lvl} x{n}" for lvl, n in sorted(dflt["levels"].items())) or "none")
+            + " (overload alone calls for `overload_level`, 1 by default: level 2 would demote "
+            "non-core callers into P2, which is paused while overloaded); admitted by class: "
+            f"{', '.join(f'{c} {n}' for c, n in sorted(demoted.items()))}; seconds with nothing "
+            f"admitted: {dflt['blackout']} (the two runs without degradation: "
             f"{', '.join(str(st['blackout']) for st in storms if st['name'] != 'defaults')}). Success "
             f"back above 99 % {settled(dflt)} after capacity was added."
             + (f" The run ended at degradation level {dflt['final_level']:.0f}: it steps down "
-               "only every `recovery_step_secs` = 300 s, so the demotion outlives the overload."
+               "only every `recovery_step_secs` = 300 s, so the level outlives the overload"
+               + (", and with it the level's cut of admission to `concurrency_ratio` (0.8) of "
+                  "`max_concurrent` on top of the recovery ramp"
+                  if (dflt.get("slots") or 0) < max((st["slots"] or 0) for st in storms) else
+                  "; called for by the overload detector alone, it keeps its warmup effects but "
+                  "leaves admission's concurrency to the recovery ramp")
+               + (f" (dispatch slots at the end: {dflt['slots']:.0f})" if dflt.get("slots") else "")
+               + "."
                if dflt["final_level"] else "")
         )
     ras = [(st["label"], st["report"].get("retry_after") or {}) for st in storms]
     lines.append(
         "- Retry-After received: "
         + "; ".join(f"{label}: p50 {ra.get('p50')} s, p99 {ra.get('p99')} s" for label, ra in ras)
-        + ". The backoff exponent is max(client retry count, the caller's refusals in a row); "
-        "all clients here are the one `anonymous` caller, so the advice follows the fleet-wide "
-        "refusal streak rather than a client's own retries: a client refused for the first "
-        "time can be told to wait up to the 60 s cap (+ up to 50 % jitter). The "
+        + ". The backoff exponent is the client's own retry count (`x-switchyard-retry-count`, "
+        "or how often its `x-request-id` was seen); the caller's refusals in a row add at most "
+        "+2, and only for a configured tenant, so the `anonymous` clients here are no longer "
+        "told to wait for each other's refusals. `fixed1s` clients resend the same request id "
+        "every second, so their advice still climbs with their own attempts. The "
         "header is whole seconds, rounded up, so jitter on a small backoff is mostly rounded "
         "away (1-1.5 s is always sent as `2`)."
     )

@@ -16,7 +16,7 @@ use crate::metrics::AdmissionMetrics;
 use crate::overload::{DetectorEvent, GatewayState, OverloadDetector};
 use crate::permit::AdmissionPermit;
 use crate::refusal::{Refusal, code, gate};
-use crate::retry_after::retry_after;
+use crate::retry_after::{exponent, retry_after};
 use crate::snapshot::{self, AdmissionSnapshot};
 use crate::wfq::{Dispatcher, QueueRefusal};
 
@@ -225,7 +225,8 @@ impl Inner {
     fn refuse(&self, mut refusal: Refusal, tags: &RequestTags, caller: &CallerGates) -> Refusal {
         if refusal.is_retryable() {
             let in_a_row = caller.note_refusal();
-            let k = tags.client_retry.max(in_a_row.saturating_sub(1));
+            let streak = caller.identified.then_some(in_a_row);
+            let k = exponent(tags.client_retry, streak);
             let backoff = retry_after(&self.config.retry_after, k, &mut rand::rng());
             refusal.retry_after = refusal.retry_after.max(backoff);
         }

@@ -1,10 +1,8 @@
 //! Capacity steered from outside the overload detector: graded degradation scales the
 //! dispatch capacity (level 1 and worse run at a share of `max_concurrent`), on top of the
-//! recovery ramp; and the budget water level of the busiest configured scope, which drives
-//! degradation.
+//! recovery ramp.
 
 use std::sync::atomic::Ordering;
-use switchyard_core::QuotaScope;
 use tracing::info;
 
 use crate::AdmissionError;
@@ -46,24 +44,6 @@ impl Admission {
     pub fn dispatch_capacity(&self) -> usize {
         self.inner.dispatcher.stats().capacity
     }
-
-    /// The configured scope (caller, or caller purpose) with the highest used share of its
-    /// period budget, by the ledger's `water_level`; `None` when no scope has a budget.
-    pub fn busiest_water_level(&self) -> Option<(QuotaScope, f64)> {
-        let gates = &self.inner.gates;
-        gates
-            .callers
-            .configured()
-            .flat_map(|(_, caller)| {
-                std::iter::once(&caller.caller.scope)
-                    .chain(caller.purposes.values().map(|purpose| &purpose.scope))
-            })
-            .filter_map(|scope| {
-                let level = gates.ledger.water_level(scope)?;
-                level.is_finite().then(|| (scope.clone(), level))
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-    }
 }
 
 impl Inner {
@@ -81,9 +61,9 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use switchyard_core::{ManualClock, Priority, Purpose, QuotaLedger, RequestTags};
+    use switchyard_core::{ManualClock, Priority, RequestTags};
 
-    use crate::{Admission, AdmissionConfig, InMemoryLedger, PurposeLimits, TenantConfig};
+    use crate::{Admission, AdmissionConfig, InMemoryLedger};
 
     fn admission(config: AdmissionConfig) -> (Admission, Arc<InMemoryLedger>) {
         let clock = Arc::new(ManualClock::new());
@@ -131,50 +111,5 @@ mod tests {
         assert_eq!(admission.set_capacity_ratio(1.0).unwrap(), 10);
         assert!(admission.admit(&tags(), 1).await.is_ok(), "room again");
         drop(held);
-    }
-
-    #[test]
-    fn busiest_water_level_is_the_fullest_budgeted_scope() {
-        let config = AdmissionConfig {
-            tenants: vec![
-                TenantConfig {
-                    api_key: "ka".into(),
-                    caller: "a".into(),
-                    tokens_per_day: Some(1_000),
-                    ..TenantConfig::default()
-                },
-                TenantConfig {
-                    api_key: "kb".into(),
-                    caller: "b".into(),
-                    purposes: vec![PurposeLimits {
-                        purpose: Purpose::Warmup,
-                        tokens_per_day: Some(100),
-                        ..PurposeLimits::default()
-                    }],
-                    ..TenantConfig::default()
-                },
-            ],
-            ..AdmissionConfig::default()
-        };
-        let (admission, ledger) = admission(config);
-        assert_eq!(admission.busiest_water_level().map(|(_, l)| l), Some(0.0));
-        let spend = |caller: &str, purpose: Option<Purpose>, tokens| {
-            let scope = switchyard_core::QuotaScope {
-                caller: Arc::from(caller),
-                purpose,
-            };
-            let tags = switchyard_core::SpendTags {
-                scope,
-                purpose: purpose.unwrap_or(Purpose::Business),
-                priority: Priority::P1,
-            };
-            let reservation = ledger.reserve(&tags, tokens).unwrap();
-            ledger.settle(reservation, tokens);
-        };
-        spend("a", None, 500);
-        spend("b", Some(Purpose::Warmup), 90);
-        let (scope, level) = admission.busiest_water_level().unwrap();
-        assert_eq!(scope.to_string(), "b/warmup");
-        assert!((level - 0.9).abs() < 1e-9, "{level}");
     }
 }

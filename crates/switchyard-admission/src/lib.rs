@@ -9,7 +9,8 @@
 //! - **Priority queues**: when the gateway's dispatch slots are full, requests wait in
 //!   per-class queues served by weighted fair queuing (P0 5 : P1 2 : P2 1, minimum shares
 //!   40/15/5 %), round-robin across callers inside a class, with per-class timeouts.
-//! - **Recovery-storm defence**: jittered exponential `Retry-After`; an overload detector
+//! - **Recovery-storm defence**: jittered exponential `Retry-After` whose exponent follows
+//!   the client's own retries (not its caller's refusals); an overload detector
 //!   (normal → overloaded → recovering → normal) that pauses P2, cuts admission to 30 % and
 //!   ramps it back 30 → 50 → 80 → 100 %, stepping back on an error rebound, and keeps client
 //!   retries to 20 % of admissions while recovering.
@@ -29,6 +30,7 @@ mod permit;
 mod refusal;
 mod retry_after;
 mod snapshot;
+mod water;
 mod wfq;
 
 pub use admission::Admission;
@@ -45,5 +47,5 @@ pub use ledger::{BudgetPeriod, BudgetUsage, InMemoryLedger};
 pub use overload::{GatewayState, OverloadSignals};
 pub use permit::AdmissionPermit;
 pub use refusal::{Refusal, code, gate};
-pub use retry_after::{backoff, retry_after};
+pub use retry_after::{MAX_STREAK_EXTRA, backoff, exponent, retry_after};
 pub use snapshot::{AdmissionSnapshot, PerClassCounts, ScopeSnapshot};

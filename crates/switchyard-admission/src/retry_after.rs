@@ -6,14 +6,34 @@ use std::time::Duration;
 
 use crate::config::RetryAfterConfig;
 
+/// Most the caller-wide refusal streak adds to a client's exponent (×4 at most).
+pub const MAX_STREAK_EXTRA: u32 = 2;
+
+/// The backoff exponent for one refused client: its own retry count (the
+/// `x-switchyard-retry-count` header, or how often its `x-request-id` was seen), plus at
+/// most [`MAX_STREAK_EXTRA`] from its caller's refusals in a row (+1 from 10 in a row, +2
+/// from 100). The streak is per caller, and one caller is many clients — with no tenants
+/// configured, every client is `anonymous` — so letting it set the exponent told a client
+/// refused for the first time to wait the 60 s cap because others had been refused. It is
+/// passed (`Some`) only for a configured tenant, whose key names one service: there a long
+/// streak is that service not backing off, worth a bounded nudge even when its clients
+/// neither count retries nor reuse request ids.
+pub fn exponent(client_retry: u32, caller_streak: Option<u32>) -> u32 {
+    let extra = caller_streak
+        .and_then(|streak| streak.checked_ilog10())
+        .unwrap_or(0)
+        .min(MAX_STREAK_EXTRA);
+    client_retry.saturating_add(extra)
+}
+
 /// `min(base · 2^k, cap)`: the deterministic part.
 pub fn backoff(config: &RetryAfterConfig, k: u32) -> Duration {
     let factor = 1u64.checked_shl(k.min(63)).unwrap_or(u64::MAX);
     Duration::from_millis(config.base_ms.saturating_mul(factor).min(config.cap_ms))
 }
 
-/// `backoff(k)` plus jitter uniform in `[0, jitter_ratio × backoff(k)]`. `k` is the client's
-/// retry count or the caller's consecutive refusals, whichever is larger.
+/// `backoff(k)` plus jitter uniform in `[0, jitter_ratio × backoff(k)]`, `k` from
+/// [`exponent`].
 pub fn retry_after(config: &RetryAfterConfig, k: u32, rng: &mut impl Rng) -> Duration {
     let backoff = backoff(config, k);
     let jitter_max = backoff.as_secs_f64() * config.jitter_ratio;
@@ -67,6 +87,18 @@ mod tests {
                 "not uniform: {quarters:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_exponent_follows_the_client_and_the_callers_streak_adds_little() {
+        assert_eq!(exponent(0, None), 0);
+        assert_eq!(exponent(4, None), 4);
+        assert_eq!(
+            [1, 9, 10, 99, 100, 1_000_000].map(|s| exponent(0, Some(s))),
+            [0, 0, 1, 1, 2, 2],
+            "bounded at +2"
+        );
+        assert_eq!(exponent(u32::MAX, Some(1_000)), u32::MAX);
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod support;
 use http::StatusCode;
 use std::time::Duration;
 use support::{counter, fixture, run_pending, scope, tags, tenant, with_tenants};
-use switchyard_admission::{TenantConfig, code, gate};
+use switchyard_admission::{AdmissionConfig, TenantConfig, code, gate};
 use switchyard_core::{Priority, Purpose, RequestTags};
 
 fn budgeted() -> TenantConfig {
@@ -314,28 +314,74 @@ async fn abandoning_admit_gives_back_every_gate() {
     assert_eq!(f.admission.snapshot().in_flight, 0);
 }
 
+/// Retry-After advice, as (backoff floor, floor + 50 % jitter).
+fn within(wait: Duration, floor: Duration) -> bool {
+    wait >= floor && wait <= floor * 3 / 2
+}
+
+// Paused time: the queued waiter's timeout cannot fire while the refusals are counted.
+#[tokio::test(start_paused = true)]
+async fn retry_after_follows_the_client_not_the_callers_refusal_streak() {
+    // No tenants: every client is `anonymous`. One dispatch slot held and one waiter
+    // queued, so every further request is refused at once (queue full).
+    let f = fixture(AdmissionConfig {
+        max_concurrent: 1,
+        max_queued: 1,
+        ..AdmissionConfig::default()
+    });
+    let anonymous = RequestTags::anonymous();
+    let held = f.admission.admit(&anonymous, 1).await.unwrap();
+    let admission = f.admission.clone();
+    let queued_tags = anonymous.clone();
+    let queued = tokio::spawn(async move { admission.admit(&queued_tags, 1).await.is_ok() });
+    run_pending().await;
+    for _ in 0..1_000 {
+        f.admission.admit(&anonymous, 1).await.unwrap_err();
+    }
+    for _ in 0..20 {
+        let first = f.admission.admit(&anonymous, 1).await.unwrap_err();
+        assert!(
+            within(first.retry_after, Duration::from_secs(1)),
+            "a fresh client after 1000 refusals of its caller: {:?}",
+            first.retry_after
+        );
+    }
+    let fifth_retry = RequestTags {
+        client_retry: 5,
+        ..anonymous.clone()
+    };
+    let wait = f
+        .admission
+        .admit(&fifth_retry, 1)
+        .await
+        .unwrap_err()
+        .retry_after;
+    assert!(within(wait, Duration::from_secs(32)), "5th retry: {wait:?}");
+    drop(held);
+    assert!(queued.await.unwrap());
+}
+
 #[tokio::test]
-async fn retry_after_grows_with_consecutive_refusals_and_resets_on_admission() {
+async fn a_tenants_refusal_streak_nudges_its_backoff_by_a_bounded_amount() {
     let f = fixture(with_tenants(vec![TenantConfig {
         tokens_per_minute: Some(60_000),
         ..tenant("acme")
     }]));
     let p1 = tags("acme", Priority::P1);
     f.admission.admit(&p1, 1_350).await.unwrap().settle(1_350);
-    let waits: Vec<Duration> = {
-        let mut waits = Vec::new();
-        for _ in 0..4 {
-            waits.push(f.admission.admit(&p1, 100).await.unwrap_err().retry_after);
-        }
-        waits
-    };
-    for (k, wait) in waits.iter().enumerate() {
-        let backoff = Duration::from_secs(1 << k);
-        assert!(
-            *wait >= backoff && *wait <= backoff * 3 / 2,
-            "k={k}: {wait:?}"
-        );
+    let mut waits = Vec::new();
+    for _ in 0..150 {
+        waits.push(f.admission.admit(&p1, 100).await.unwrap_err().retry_after);
     }
+    // Refusals in a row 1-9: base; 10-99: x2; from 100: x4, and no further.
+    assert!(within(waits[0], Duration::from_secs(1)), "{:?}", waits[0]);
+    assert!(within(waits[8], Duration::from_secs(1)), "{:?}", waits[8]);
+    assert!(within(waits[9], Duration::from_secs(2)), "{:?}", waits[9]);
+    assert!(
+        within(waits[149], Duration::from_secs(4)),
+        "{:?}",
+        waits[149]
+    );
     let counted = RequestTags {
         client_retry: 5,
         ..p1.clone()
@@ -347,15 +393,15 @@ async fn retry_after_grows_with_consecutive_refusals_and_resets_on_admission() {
         .unwrap_err()
         .retry_after;
     assert!(
-        wait >= Duration::from_secs(32),
-        "the client's own count wins: {wait:?}"
+        within(wait, Duration::from_secs(60)),
+        "5th retry plus the bounded streak is capped at 60 s: {wait:?}"
     );
     f.clock.advance(Duration::from_secs(60));
     f.admission.admit(&p1, 1_350).await.unwrap().settle(1_350);
     let wait = f.admission.admit(&p1, 100).await.unwrap_err().retry_after;
     assert!(
-        wait <= Duration::from_millis(1_500),
-        "reset after an admission: {wait:?}"
+        within(wait, Duration::from_secs(1)),
+        "the streak resets on an admission: {wait:?}"
     );
     assert_eq!(
         counter(
@@ -363,6 +409,6 @@ async fn retry_after_grows_with_consecutive_refusals_and_resets_on_admission() {
             "switchyard_admission_refusals_total",
             &[("gate", "rate"), ("caller", "acme"), ("class", "P1")]
         ),
-        6.0
+        152.0
     );
 }

@@ -11,7 +11,7 @@ mod wall_clock;
 mod worker_id;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use quota::{QuotaError, QuotaLedger, QuotaScope, Reservation, SpendTags};
+pub use quota::{FleetLimit, QuotaError, QuotaLedger, QuotaScope, Reservation, SpendTags};
 pub use tags::{ParseTagError, Priority, Purpose, RequestTags};
 pub use wall_clock::WallClock;
 pub use worker_id::WorkerId;

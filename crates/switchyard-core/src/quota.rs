@@ -55,8 +55,23 @@ pub enum QuotaError {
         limit: u64,
         used: u64,
     },
+    /// This replica's share of the scope's fleet-wide rate or concurrency limit is used up.
+    /// Shares sum to the global limit across replicas, so this is the caller's own quota.
+    FleetShare {
+        scope: QuotaScope,
+        limit: FleetLimit,
+        /// The share in force here: tokens per second, or requests in flight.
+        share: u64,
+    },
     /// The ledger cannot vouch for the budget right now (e.g. no quorum and no lease left).
     Unavailable { reason: String },
+}
+
+/// Which fleet-wide limit a `QuotaError::FleetShare` refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FleetLimit {
+    Rate,
+    Concurrency,
 }
 
 impl fmt::Display for QuotaError {
@@ -65,6 +80,22 @@ impl fmt::Display for QuotaError {
             QuotaError::Exhausted { scope, limit, used } => write!(
                 f,
                 "period token budget of `{scope}` is exhausted ({used} of {limit} used)"
+            ),
+            QuotaError::FleetShare {
+                scope,
+                limit: FleetLimit::Rate,
+                share,
+            } => write!(
+                f,
+                "fleet-wide rate limit of `{scope}` reached (this replica's share: {share} tokens/s)"
+            ),
+            QuotaError::FleetShare {
+                scope,
+                limit: FleetLimit::Concurrency,
+                share,
+            } => write!(
+                f,
+                "fleet-wide concurrency limit of `{scope}` reached (this replica's share: {share} in flight)"
             ),
             QuotaError::Unavailable { reason } => write!(f, "quota ledger unavailable: {reason}"),
         }

@@ -47,6 +47,12 @@ pub enum QuotaCmd {
         purpose: Option<String>,
         #[arg(long)]
         tokens_per_day: u64,
+        /// Fleet-wide token rate, shared among replicas by demand (0 = none).
+        #[arg(long, default_value_t = 0)]
+        tokens_per_second: u64,
+        /// Fleet-wide requests in flight, shared among replicas by demand (0 = none).
+        #[arg(long, default_value_t = 0)]
+        max_concurrency: u64,
     },
     /// The replicated audit log of budget and override changes.
     Audit,
@@ -134,9 +140,13 @@ fn plan(command: &CtlCommand) -> (Method, String, Option<Value>) {
             caller,
             purpose,
             tokens_per_day,
+            tokens_per_second,
+            max_concurrency,
         }) => {
             let mut body = scope_body(caller, purpose);
             body["tokens_per_day"] = json!(tokens_per_day);
+            body["tokens_per_second"] = json!(tokens_per_second);
+            body["max_concurrency"] = json!(max_concurrency);
             (Method::PUT, "/admin/quota".into(), Some(body))
         }
         CtlCommand::Override(OverrideCmd::List) => (Method::GET, "/admin/overrides".into(), None),

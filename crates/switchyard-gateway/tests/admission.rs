@@ -118,20 +118,21 @@ async fn the_budget_is_spent_by_real_usage_and_refused_with_429_and_retry_after(
         .await
         .unwrap();
     let url = format!("{}/v1/chat/completions", gateway.base_url());
-    let ask = || {
+    // Distinct prompts: past its hard limit a tenant is first offered a cached answer.
+    let ask = |prompt: &str| {
         send(
             Method::POST,
             &url,
             &[("authorization", "Bearer sk-a")],
-            chat("sim-llama", "hi", false).to_string(),
+            chat("sim-llama", prompt, false).to_string(),
         )
     };
-    assert_eq!(ask().await.status, 200);
+    assert_eq!(ask("hi").await.status, 200);
     // 600 of 1000 spent: the next request's estimate pushes the level past the soft limit
     // (80 %) only for P2/warmup; P1 passes until the hard limit.
-    let second = ask().await;
+    let second = ask("hello").await;
     assert_eq!(second.status, 200, "{}", second.body);
-    let third = ask().await;
+    let third = ask("hey").await;
     assert_eq!(third.status, 429, "1200 of 1000 spent: {}", third.body);
     assert_eq!(third.json()["error"]["type"], "rate_limit_error");
     assert!(third.body.contains("budget"), "{}", third.body);

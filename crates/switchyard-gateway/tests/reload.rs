@@ -29,6 +29,7 @@ fn with_alice(mut config: switchyard_gateway::Config) -> switchyard_gateway::Con
         .push(switchyard_gateway::config::AdminKey {
             name: "alice".into(),
             key: ALICE_KEY.into(),
+            role: Default::default(),
         });
     config
 }

@@ -29,7 +29,17 @@ fn hot_path(c: &mut Criterion) {
             max_lease_tokens: 0,
             ..BudgetSpec::daily(u64::MAX / 4)
         };
-        node.set_budget(QuotaScope::caller("acme"), spec, "bench")
+        node.set_budget(QuotaScope::caller("acme"), spec.clone(), "bench")
+            .await
+            .unwrap();
+        // Fleet rate and concurrency set, far above what the bench reaches: the cost of the
+        // share checks (bucket + in-flight slot) without refusals.
+        let shared = BudgetSpec {
+            rate_tokens_per_s: 1 << 40,
+            max_concurrency: 1 << 20,
+            ..spec
+        };
+        node.set_budget(QuotaScope::caller("shared"), shared, "bench")
             .await
             .unwrap();
         node
@@ -44,12 +54,14 @@ fn hot_path(c: &mut Criterion) {
         scope: QuotaScope::caller("free"),
         ..budgeted.clone()
     };
-    while quota
-        .reserve(&budgeted, 1)
-        .map(|r| quota.settle(r, 1))
-        .is_err()
-    {
-        std::thread::sleep(Duration::from_millis(10));
+    let with_shares = SpendTags {
+        scope: QuotaScope::caller("shared"),
+        ..budgeted.clone()
+    };
+    for tags in [&budgeted, &with_shares] {
+        while quota.reserve(tags, 1).map(|r| quota.settle(r, 1)).is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
     c.bench_function("reserve_settle_budgeted_lease", |b| {
         b.iter(|| {
@@ -57,6 +69,15 @@ fn hot_path(c: &mut Criterion) {
             quota.settle(r, 12);
         })
     });
+    c.bench_function(
+        "reserve_settle_lease_with_rate_and_concurrency_shares",
+        |b| {
+            b.iter(|| {
+                let r = quota.reserve(&with_shares, 10).unwrap();
+                quota.settle(r, 12);
+            })
+        },
+    );
     c.bench_function("reserve_settle_unbudgeted", |b| {
         b.iter(|| {
             let r = quota.reserve(&unbudgeted, 10).unwrap();

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::codec::{decode, encode};
-use crate::command::{Command, CommandResponse};
+use crate::command::{Command, CommandResponse, WriteRequest};
 use crate::error::{LedgerError, WireError};
 use crate::network::{FaultSwitch, HttpTransport};
 use crate::node::MembershipChange;
+use crate::node::core::RequestIds;
 use crate::node::reads::{ReadAnswer, ReadQuery};
 
 pub struct LedgerClient {
@@ -19,6 +20,16 @@ pub struct LedgerClient {
     timeout: Duration,
     /// Index into `nodes` of the node that answered last (likely the leader).
     last_good: parking_lot::Mutex<usize>,
+    request_ids: RequestIds,
+}
+
+/// A random origin for this client's request ids: tools have no node id, and two `ctl`
+/// processes must not share ids.
+fn random_origin() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.finish()
 }
 
 impl LedgerClient {
@@ -35,6 +46,7 @@ impl LedgerClient {
             nodes,
             timeout,
             last_good: parking_lot::Mutex::new(0),
+            request_ids: RequestIds::new(random_origin(), crate::node::wall_clock_ms()),
         }
     }
 
@@ -43,16 +55,20 @@ impl LedgerClient {
         self.nodes.get(*self.last_good.lock()).map(String::as_str)
     }
 
+    /// Tries the nodes in turn until one answers within the timeout. Every request here may
+    /// be repeated: writes carry one request id across attempts, reads change nothing, and
+    /// membership changes are idempotent. A call that was sent but never answered ends as
+    /// `OutcomeUnknown` (a write may have applied).
     async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         path: &str,
         request: &Req,
-        idempotent: bool,
     ) -> Result<Resp, LedgerError> {
         let body = encode(request)?;
         let deadline = Instant::now() + self.timeout;
         let mut next = *self.last_good.lock();
         let mut last_error = LedgerError::NoLeader;
+        let mut maybe_applied = false;
         while Instant::now() < deadline && !self.nodes.is_empty() {
             let index = next % self.nodes.len();
             next += 1;
@@ -66,10 +82,8 @@ impl LedgerClient {
             let answer: Result<Resp, WireError> = match sent {
                 Ok(bytes) => decode(&bytes)?,
                 Err(e) => {
+                    maybe_applied |= crate::node::may_have_reached_the_handler(&e);
                     last_error = LedgerError::Unreachable(e.to_string());
-                    if !idempotent && !matches!(e, crate::network::TransportError::Connect(_)) {
-                        return Err(last_error);
-                    }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
@@ -80,6 +94,7 @@ impl LedgerClient {
                     return Ok(resp);
                 }
                 Err(e) if e.retry => {
+                    maybe_applied |= e.maybe_applied;
                     last_error = LedgerError::NoLeader;
                     if next % self.nodes.len() == *self.last_good.lock() % self.nodes.len() {
                         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -88,19 +103,30 @@ impl LedgerClient {
                 Err(e) => return Err(LedgerError::Rejected(e.message)),
             }
         }
+        if maybe_applied {
+            return Err(LedgerError::OutcomeUnknown(last_error.to_string()));
+        }
         Err(last_error)
     }
 
+    /// Writes through whichever node leads; retried under one request id, so it applies at
+    /// most once.
     pub async fn write(&self, command: &Command) -> Result<CommandResponse, LedgerError> {
-        self.call("/ledger/write", command, command.is_idempotent())
-            .await
+        let request = WriteRequest {
+            id: Some(self.request_ids.next()),
+            command: command.clone(),
+        };
+        self.call("/ledger/write", &request).await
     }
 
     pub async fn read(&self, query: &ReadQuery) -> Result<ReadAnswer, LedgerError> {
-        self.call("/ledger/read", query, true).await
+        self.call("/ledger/read", query).await.map_err(|e| match e {
+            LedgerError::OutcomeUnknown(message) => LedgerError::Unreachable(message),
+            other => other,
+        })
     }
 
     pub async fn change_membership(&self, change: &MembershipChange) -> Result<(), LedgerError> {
-        self.call("/ledger/membership", change, true).await
+        self.call("/ledger/membership", change).await
     }
 }

@@ -178,14 +178,35 @@ pub enum Command {
     /// Moves ledger time forward (expiries) without changing anything else; the leader's
     /// blank entries and heartbeats carry no time, so a quiet cluster proposes this.
     Tick,
+    // New variants go last: bincode numbers variants by position, so inserting one would
+    // change the meaning of entries already in a log.
+    /// Keeps at most `entries` (> 0) audit entries from now on, evicting the oldest at once.
+    /// Setting the value already in force changes nothing (no audit entry either), so a
+    /// leader may propose its configured value on every term it starts.
+    SetAuditRetention {
+        entries: u64,
+        principal: String,
+    },
 }
 
-impl Command {
-    /// Whether applying the command twice leaves the same state as once (so an ambiguous
-    /// forwarding failure may be retried). Proposals would create a second override.
-    pub fn is_idempotent(&self) -> bool {
-        !matches!(self, Command::ProposeOverride { .. })
-    }
+/// Names one client write across all its attempts (local, forwarded, retried), so the state
+/// machine applies it at most once and answers a repeat with the first outcome. Unique per
+/// writer process: `origin` is the writer (node id, or a random value for tools), `boot`
+/// tells its process lifetimes apart, `seq` counts its writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RequestId {
+    pub origin: u64,
+    pub boot: u64,
+    pub seq: u64,
+}
+
+/// What a writer hands the leader (forwarded over `/ledger/write`): the command and the id
+/// that makes its retries safe. `Tick` and other writes whose repeat is harmless may go
+/// without an id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteRequest {
+    pub id: Option<RequestId>,
+    pub command: Command,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,15 +218,22 @@ pub enum CommandResponse {
     Rejected { reason: String },
 }
 
-/// The log entry payload: a command stamped with the proposing leader's wall clock.
+/// The log entry payload: a command stamped with ledger time by the proposing leader (its wall
+/// clock read once per term, then its monotonic clock: `node/ledger_time.rs`), and the
+/// writer's request id when it has one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerRequest {
     pub ts_ms: u64,
+    pub request_id: Option<RequestId>,
     pub command: Command,
 }
 
 impl std::fmt::Display for LedgerRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}@{}", self.command, self.ts_ms)
+        write!(f, "{:?}@{}", self.command, self.ts_ms)?;
+        if let Some(id) = &self.request_id {
+            write!(f, "#{}/{}/{}", id.origin, id.boot, id.seq)?;
+        }
+        Ok(())
     }
 }

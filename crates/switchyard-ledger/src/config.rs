@@ -1,7 +1,9 @@
 //! Configuration of one ledger node. Every duration is a default the gateway may override.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[derive(Clone, Debug)]
 pub struct LedgerConfig {
@@ -24,6 +26,36 @@ pub struct LedgerConfig {
     pub write_timeout: Duration,
     /// A quiet leader proposes a `Tick` this often so expiries happen on time (default 1 s).
     pub tick_interval: Duration,
+    /// The wall clock this node reads once per term while it leads; ledger time then follows
+    /// its monotonic clock (`node/ledger_time.rs`).
+    pub wall_clock: LedgerWallClock,
+}
+
+/// The system wall clock plus an offset: what a leader anchors a term's ledger time to. The
+/// offset is zero in production; the chaos suite moves it to skew one node against the others
+/// (the state machine must stay safe when leaders disagree about the time). Clones share it.
+#[derive(Clone, Debug, Default)]
+pub struct LedgerWallClock {
+    offset_ms: Arc<AtomicI64>,
+}
+
+impl LedgerWallClock {
+    /// Milliseconds since the Unix epoch, skewed by the offset.
+    pub fn now_ms(&self) -> u64 {
+        let system = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        u64::try_from(system.saturating_add(self.offset_ms())).unwrap_or(0)
+    }
+
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn set_offset_ms(&self, offset_ms: i64) {
+        self.offset_ms.store(offset_ms, Ordering::Relaxed);
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -54,7 +86,8 @@ pub struct LeaseConfig {
     /// Lease length asked for (the ledger caps it at 60 s). Default 10 s.
     pub ttl: Duration,
     /// The node stops spending this long before its lease's local deadline; covers clock
-    /// skew between leaders (ledger time is their wall clock) and apply delay. Default 1 s.
+    /// skew between leaders (each anchors ledger time to its wall clock when elected) and
+    /// apply delay. Default 1 s.
     pub safety_margin: Duration,
     /// How often the keeper looks at every lease (default 200 ms).
     pub check_interval: Duration,
@@ -93,6 +126,7 @@ impl LedgerConfig {
             rpc_timeout: Duration::from_secs(1),
             write_timeout: Duration::from_secs(3),
             tick_interval: Duration::from_secs(1),
+            wall_clock: LedgerWallClock::default(),
         }
     }
 
@@ -108,5 +142,30 @@ impl LedgerConfig {
         self.rpc_timeout = Duration::from_millis(500);
         self.write_timeout = Duration::from_secs(3);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wall_clock_moves_by_its_offset_and_clones_share_it() {
+        let clock = LedgerWallClock::default();
+        let shared = clock.clone();
+        let before = clock.now_ms();
+        shared.set_offset_ms(30_000);
+        let ahead = clock.now_ms();
+        assert!(
+            ahead >= before + 30_000 && ahead < before + 31_000,
+            "{ahead} vs {before}"
+        );
+        shared.set_offset_ms(-30_000);
+        let behind = clock.now_ms();
+        assert!(
+            behind + 30_000 >= before && behind < before,
+            "{behind} vs {before}"
+        );
+        assert_eq!(clock.offset_ms(), -30_000);
     }
 }

@@ -10,6 +10,10 @@ pub enum LedgerError {
     NoLeader,
     #[error("ledger unreachable: {0}")]
     Unreachable(String),
+    /// A write was sent but no answer came before the write timeout: it may have applied
+    /// (a retry with the same request id would answer its outcome) or not.
+    #[error("outcome unknown: the write may or may not have applied ({0})")]
+    OutcomeUnknown(String),
     #[error("raft: {0}")]
     Raft(String),
     #[error("rejected by the ledger: {0}")]
@@ -31,19 +35,45 @@ pub enum LedgerError {
     Metrics(#[from] MetricsError),
 }
 
-/// An error carried back over a forwarded call. `retry` says the operation was certainly not
-/// applied (e.g. the callee is no longer leader), so the caller may try again.
+impl LedgerError {
+    /// The ledger could not be reached in time (no leader, no quorum, lost in flight): the
+    /// caller should back off and try again, unlike a refusal or a local fault.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            LedgerError::NoLeader
+                | LedgerError::Unreachable(_)
+                | LedgerError::OutcomeUnknown(_)
+                | LedgerError::Raft(_)
+        )
+    }
+}
+
+/// An error carried back over a forwarded call. `retry` says the caller may send the same
+/// request again (same request id for a write, so the ledger applies it at most once): the
+/// callee was not leader, or could not commit in time.
 #[derive(Clone, Debug, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct WireError {
     pub retry: bool,
+    /// The callee proposed the write but could not see it commit in time.
+    pub maybe_applied: bool,
     pub message: String,
 }
 
 impl From<&LedgerError> for WireError {
     fn from(error: &LedgerError) -> Self {
         Self {
-            retry: matches!(error, LedgerError::NoLeader),
+            retry: matches!(
+                error,
+                LedgerError::NoLeader
+                    | LedgerError::Unreachable(_)
+                    | LedgerError::OutcomeUnknown(_)
+            ),
+            maybe_applied: matches!(
+                error,
+                LedgerError::Unreachable(_) | LedgerError::OutcomeUnknown(_)
+            ),
             message: error.to_string(),
         }
     }

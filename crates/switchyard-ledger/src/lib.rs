@@ -11,8 +11,11 @@
 //!   applied index and the fleet can never admit more than the budget, even split by a
 //!   partition: a node that cannot reach a quorum spends only its current lease, then answers
 //!   `Unavailable { reason: "quota_ledger_unreachable" }`.
-//! * Ledger time is the proposing leader's wall clock stamped into each entry; nodes stop
-//!   spending a lease at `send time + ttl − safety margin` on their own monotonic clock.
+//! * Ledger time is stamped into each entry by the proposing leader: its wall clock read once
+//!   per term (at its first stamp, never below the ledger time already applied), then
+//!   advanced by its monotonic clock, so a wall clock that steps during a term moves nothing
+//!   (`node/ledger_time.rs`). The state machine never lets ledger time go backwards. Nodes
+//!   stop spending a lease at `send time + ttl − safety margin` on their own monotonic clock.
 //! * Writes sent to a follower are forwarded to the leader; reads for operators go through
 //!   openraft's linearizable read path on the leader.
 //!

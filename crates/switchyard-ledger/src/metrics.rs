@@ -17,6 +17,10 @@ pub struct LedgerMetrics {
     pub lease_requests: IntCounterVec,
     pub lease_local_expiries: IntCounter,
     pub lease_remaining_tokens: IntGaugeVec,
+    pub lease_rate_share: IntGaugeVec,
+    pub lease_concurrency_share: IntGaugeVec,
+    pub applied_lease_events: IntGaugeVec,
+    pub applied_expiry_charged_tokens: IntGauge,
     pub reserve_decisions: IntCounterVec,
     pub settle_overrun_tokens: IntCounter,
     pub spend_tokens: IntCounterVec,
@@ -89,6 +93,32 @@ impl LedgerMetrics {
                 ),
                 &["pool"],
             )?,
+            lease_rate_share: IntGaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_lease_rate_share_tokens_per_second",
+                    "This node's share of a budget's fleet-wide token rate (-1: the budget sets none)",
+                ),
+                &["pool"],
+            )?,
+            lease_concurrency_share: IntGaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_lease_concurrency_share_requests",
+                    "This node's share of a budget's fleet-wide concurrency (-1: the budget sets none)",
+                ),
+                &["pool"],
+            )?,
+            applied_lease_events: IntGaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_applied_lease_events",
+                    "Lease grants, denials and ledger-side expiries in the applied state, fleet-wide \
+                     (replicated counters: the same on every replica at the same applied index)",
+                ),
+                &["event"],
+            )?,
+            applied_expiry_charged_tokens: IntGauge::new(
+                "switchyard_ledger_applied_expiry_charged_tokens",
+                "Tokens charged in full because a lease expired unrenewed (fleet-wide, applied state)",
+            )?,
             reserve_decisions: IntCounterVec::new(
                 Opts::new(
                     "switchyard_ledger_reserve_decisions_total",
@@ -133,6 +163,10 @@ impl LedgerMetrics {
         registry.register(Box::new(metrics.lease_requests.clone()))?;
         registry.register(Box::new(metrics.lease_local_expiries.clone()))?;
         registry.register(Box::new(metrics.lease_remaining_tokens.clone()))?;
+        registry.register(Box::new(metrics.lease_rate_share.clone()))?;
+        registry.register(Box::new(metrics.lease_concurrency_share.clone()))?;
+        registry.register(Box::new(metrics.applied_lease_events.clone()))?;
+        registry.register(Box::new(metrics.applied_expiry_charged_tokens.clone()))?;
         registry.register(Box::new(metrics.reserve_decisions.clone()))?;
         registry.register(Box::new(metrics.settle_overrun_tokens.clone()))?;
         registry.register(Box::new(metrics.spend_tokens.clone()))?;

@@ -17,6 +17,8 @@ struct DecisionCounters {
     exhausted: IntCounter,
     unreachable: IntCounter,
     pending: IntCounter,
+    rate_limited: IntCounter,
+    concurrency_limited: IntCounter,
 }
 
 pub struct LedgerQuota {
@@ -47,6 +49,8 @@ impl LedgerQuota {
             exhausted: counter("exhausted"),
             unreachable: counter("unreachable"),
             pending: counter("pending"),
+            rate_limited: counter("rate_limited"),
+            concurrency_limited: counter("concurrency_limited"),
         };
         let spend_tokens = Purpose::ALL
             .iter()
@@ -74,32 +78,27 @@ impl LedgerQuota {
 
 impl QuotaLedger for LedgerQuota {
     fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Reservation, QuotaError> {
-        match self.table.reserve(tags, tokens) {
-            Ok(decision) => {
-                let under_override = decision == Decision::Override;
-                match decision {
-                    Decision::Override => self.decisions.over.inc(),
-                    Decision::Unbudgeted => self.decisions.unbudgeted.inc(),
-                    _ => self.decisions.lease.inc(),
-                }
-                Ok(Reservation {
-                    tags: tags.clone(),
-                    tokens,
-                    under_override,
-                })
-            }
-            Err(error) => {
-                match &error {
-                    QuotaError::Exhausted { .. } => self.decisions.exhausted.inc(),
-                    QuotaError::Unavailable { reason }
-                        if reason == crate::lease::UNREACHABLE_REASON =>
-                    {
-                        self.decisions.unreachable.inc()
-                    }
-                    QuotaError::Unavailable { .. } => self.decisions.pending.inc(),
-                }
-                Err(error)
-            }
+        let decision = self.table.reserve(tags, tokens);
+        let counter = match decision {
+            Ok(Decision::Override) => &self.decisions.over,
+            Ok(Decision::Unbudgeted) => &self.decisions.unbudgeted,
+            Ok(_) => &self.decisions.lease,
+            Err(ref refused) => match refused.decision {
+                Decision::Exhausted => &self.decisions.exhausted,
+                Decision::Unreachable => &self.decisions.unreachable,
+                Decision::RateLimited => &self.decisions.rate_limited,
+                Decision::ConcurrencyLimited => &self.decisions.concurrency_limited,
+                _ => &self.decisions.pending,
+            },
+        };
+        counter.inc();
+        match decision {
+            Ok(decision) => Ok(Reservation {
+                tags: tags.clone(),
+                tokens,
+                under_override: decision == Decision::Override,
+            }),
+            Err(refused) => Err(refused.error),
         }
     }
 

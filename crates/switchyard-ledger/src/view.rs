@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use switchyard_core::{Purpose, QuotaScope};
 
 use crate::command::PoolId;
-use crate::state::LedgerState;
+use crate::state::{LedgerCounters, LedgerState};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolSummary {
@@ -38,6 +38,8 @@ pub struct LedgerView {
     pub now_ms: u64,
     pub pools: HashMap<PoolId, PoolSummary>,
     pub active_overrides: Vec<ActiveOverride>,
+    /// The replicated counters (lease grants, denials, expiries), for metrics.
+    pub counters: LedgerCounters,
 }
 
 impl LedgerView {
@@ -73,6 +75,7 @@ impl LedgerView {
             now_ms: state.now_ms,
             pools,
             active_overrides,
+            counters: state.counters,
         }
     }
 

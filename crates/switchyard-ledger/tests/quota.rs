@@ -67,7 +67,7 @@ async fn the_fleet_never_admits_more_than_the_budget_while_the_leader_is_killed(
                         tally.admitted.fetch_add(20, Ordering::Relaxed);
                         quota.settle(reservation, 20);
                     }
-                    Err(QuotaError::Exhausted { .. }) => {
+                    Err(QuotaError::Exhausted { .. } | QuotaError::FleetShare { .. }) => {
                         tally.exhausted.fetch_add(1, Ordering::Relaxed);
                     }
                     // The killed node's own load stops counting once it is gone.

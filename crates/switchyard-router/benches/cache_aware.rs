@@ -139,6 +139,32 @@ fn cache_aware(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // A chat turn with a session: the conversation is named by its opening (one more hash
+    // over system prompt + first user message) and later turns stick to where it lives.
+    group.bench_function("next_turn_of_a_session_chat", |b| {
+        b.iter_batched_ref(
+            || {
+                let index = rng.random_range(0..CONVERSATIONS);
+                let system = &warmed.systems[index % SYSTEM_PROMPTS];
+                let opening = &warmed.conversations[index][system.len()..];
+                let prompt = format!(
+                    "<|system|>{system}\n<|user|>{opening}\n<|assistant|>{}\n<|user|>{}\n",
+                    text(&mut rng, TURN_BYTES),
+                    text(&mut rng, TURN_BYTES)
+                );
+                (format!("s{index}"), prompt)
+            },
+            |(session, prompt)| {
+                let request = RouteRequest {
+                    prompt,
+                    session_id: Some(session),
+                    user: None,
+                };
+                black_box(warmed.policy.select(&request, &warmed.candidates));
+            },
+            BatchSize::SmallInput,
+        )
+    });
     group.bench_function("new_conversation_on_shared_system_prompt", |b| {
         b.iter_batched_ref(
             || {

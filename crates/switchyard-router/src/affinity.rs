@@ -28,8 +28,9 @@ impl AffinityReason {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 pub struct AffinityEvent {
     /// `stable_hash` of the request's routing key (session id, user, or the prompt's leading
-    /// `routing_key.prompt_prefix_bytes`): the key hash placement and overrides use. Enough on
-    /// its own to make a replica place the key where the emitter did.
+    /// `routing_key.prompt_prefix_bytes`), or for a chat with a session or user the hash of
+    /// its conversation (opening hashed under that key): the key placement and overrides use.
+    /// Enough on its own to make a replica place the key where the emitter did.
     pub prefix_key: u64,
     /// Migration: the matched prompt prefix that moved (for a session: the conversation so
     /// far). LoadMove: the routing key when it is a prompt prefix, empty for a session or user.

@@ -38,7 +38,7 @@ mod round_robin;
 mod routing_key;
 
 pub use affinity::{AffinityApplied, AffinityEvent, AffinityReason, AffinitySink, DiscardAffinity};
-pub use cache_aware::{CacheAwareConfig, CacheAwarePolicy};
+pub use cache_aware::{CacheAwareConfig, CacheAwarePolicy, USER_TURN_MARKER};
 pub use clock::RouterClock;
 pub use config::{ConsistentHashConfig, RoutingConfig};
 pub use consistent_hash::ConsistentHashPolicy;

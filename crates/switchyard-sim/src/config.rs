@@ -27,6 +27,12 @@ pub struct SimConfig {
     pub time_scale: f64,
     /// Output length when the request gives no `max_tokens`.
     pub default_max_tokens: u32,
+    /// Extra delay a cold worker pays before its next request's prefill (model load, CUDA
+    /// graph capture). 0 turns the cold-start model off: the worker is always warm.
+    pub cold_start_ms: f64,
+    /// Idle this long (no request in flight) and the worker is cold again: its next request
+    /// pays `cold_start_ms` and its prefix cache starts empty. A worker starts cold.
+    pub cold_after_ms: f64,
 }
 
 impl Default for SimConfig {
@@ -40,6 +46,8 @@ impl Default for SimConfig {
             decode_ms_per_token: 5.0,
             time_scale: 1.0,
             default_max_tokens: 16,
+            cold_start_ms: 0.0,
+            cold_after_ms: 60_000.0,
         }
     }
 }
@@ -74,6 +82,13 @@ pub struct WorkerArgs {
     /// Multiplier on every simulated duration (0.1 = 10x faster).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
+    /// Cold-start delay in milliseconds paid by the first request after an idle spell
+    /// (0 = never cold). Scaled by --time-scale.
+    #[arg(long, default_value_t = 0.0)]
+    pub cold_start_ms: f64,
+    /// Idle milliseconds after which the worker is cold again. Scaled by --time-scale.
+    #[arg(long, default_value_t = 60_000.0)]
+    pub cold_after_ms: f64,
 }
 
 impl WorkerArgs {
@@ -87,6 +102,8 @@ impl WorkerArgs {
             prefill_ms_per_1k_tokens: self.prefill_ms_per_1k_tokens,
             decode_ms_per_token: self.decode_ms_per_token,
             time_scale: self.time_scale,
+            cold_start_ms: self.cold_start_ms,
+            cold_after_ms: self.cold_after_ms,
             ..SimConfig::default()
         }
     }
@@ -120,6 +137,8 @@ mod tests {
             "3",
             "--time-scale",
             "0.5",
+            "--cold-start-ms",
+            "3000",
         ]);
         let config = cli.worker.to_config();
         assert_eq!(config.name, "sim-7");
@@ -127,6 +146,10 @@ mod tests {
         assert_eq!(config.time_scale, 0.5);
         assert_eq!(config.model, "sim-llama");
         assert_eq!(config.default_max_tokens, 16);
+        assert_eq!(
+            (config.cold_start_ms, config.cold_after_ms),
+            (3000.0, 60_000.0)
+        );
         assert_eq!(cli.worker.addr().to_string(), "127.0.0.1:9001");
     }
 }

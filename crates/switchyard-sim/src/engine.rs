@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::config::SimConfig;
 use crate::fault::FaultSwitch;
 use crate::kv_cache::PrefixCache;
 use crate::metrics::{LoadGauges, SimMetrics};
 use crate::scheduler::{Admission, Scheduler, Ticket};
+use crate::warmth::Warmth;
 
 /// Snapshot of a worker's counters and current load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
@@ -31,6 +33,8 @@ pub struct SimStats {
     pub cached_tokens: u64,
     /// Output tokens produced.
     pub generation_tokens: u64,
+    /// Times the engine was found cold and reloaded its model (cold starts paid).
+    pub cold_starts: u64,
 }
 
 /// Everything mutated by requests, behind one short-held lock.
@@ -42,6 +46,7 @@ pub(crate) struct EngineState {
     pub(crate) private_blocks: usize,
     /// Counters; `running` and `waiting` are filled from the scheduler on read.
     pub(crate) counters: SimStats,
+    pub(crate) warmth: Warmth,
 }
 
 #[derive(Debug)]
@@ -71,6 +76,10 @@ impl Engine {
             scheduler: Scheduler::new(config.max_running),
             private_blocks: 0,
             counters: SimStats::default(),
+            warmth: Warmth::new(
+                millis(config.cold_start_ms * config.time_scale),
+                millis(config.cold_after_ms * config.time_scale),
+            ),
         };
         Ok(Self {
             config,
@@ -94,6 +103,7 @@ impl Engine {
     }
 
     pub(crate) fn load(&self) -> LoadGauges {
+        let now = Instant::now();
         self.with_state(|state| {
             let capacity = state.cache.capacity().max(1) as f64;
             let used = (state.cache.len() + state.private_blocks) as f64;
@@ -101,8 +111,29 @@ impl Engine {
                 running: state.scheduler.running(),
                 waiting: state.scheduler.waiting(),
                 kv_cache_usage: (used / capacity).min(1.0),
+                cold: state.warmth.is_cold(now),
             }
         })
+    }
+
+    /// Registers an arriving request. Returns when its prefill may start at the earliest:
+    /// a cold engine reloads first (its prefix cache is gone), and a reload in progress is
+    /// shared by everyone who arrives during it.
+    pub(crate) fn arrive(&self) -> Option<Instant> {
+        let arrival = self.with_state(|state| {
+            state.counters.requests_received += 1;
+            let arrival = state.warmth.arrive(Instant::now());
+            if arrival.started_wake {
+                state.cache.clear();
+                state.counters.cold_starts += 1;
+            }
+            arrival
+        });
+        if arrival.started_wake {
+            self.metrics.cold_starts.inc();
+            tracing::debug!(worker = %self.config.name, "cold start: reloading the model");
+        }
+        arrival.ready_at
     }
 
     pub(crate) fn render_metrics(&self) -> Result<String, prometheus::Error> {

@@ -50,6 +50,8 @@ pub(crate) struct Generation {
     max_tokens: usize,
     words: OutputWords,
     arrived: Instant,
+    /// A cold engine's reload ends here; the prefill waits for it.
+    ready_at: Option<Instant>,
     last_token_at: Instant,
     /// Leading prompt blocks of this request that live in the shared cache.
     shared_blocks: usize,
@@ -64,7 +66,7 @@ pub(crate) struct Generation {
 impl Generation {
     /// Registers a new request; `max_tokens` is the already-capped output length.
     pub(crate) fn new(engine: Arc<Engine>, prompt: &[String], max_tokens: usize) -> Self {
-        engine.with_state(|state| state.counters.requests_received += 1);
+        let ready_at = engine.arrive();
         let now = Instant::now();
         Self {
             block_keys: block_keys(prompt),
@@ -72,6 +74,7 @@ impl Generation {
             max_tokens: max_tokens.max(1),
             words: OutputWords::new(prompt),
             arrived: now,
+            ready_at,
             last_token_at: now,
             shared_blocks: 0,
             private_blocks: 0,
@@ -94,8 +97,12 @@ impl Generation {
         }
     }
 
-    /// Waits for a slot, prefills the uncached part of the prompt, emits token 0.
+    /// Waits for the engine to be loaded and for a slot, prefills the uncached part of the
+    /// prompt, emits token 0.
     async fn prefill(&mut self) -> GenEvent {
+        if let Some(ready_at) = self.ready_at.take() {
+            tokio::time::sleep_until(ready_at).await;
+        }
         self.slot = Some(self.engine.acquire_slot().await);
         let prompt_tokens = self.prompt_tokens;
         let engine = Arc::clone(&self.engine);
@@ -202,6 +209,7 @@ impl Drop for Generation {
                 state.counters.requests_cancelled += 1;
             }
             self.release_private_blocks(state);
+            state.warmth.depart(Instant::now());
         });
         if !finished {
             tracing::debug!(

@@ -189,3 +189,79 @@ async fn slot_granted_to_a_departed_waiter_is_returned() {
     drop(second);
     assert_eq!(engine.stats().running, 0);
 }
+
+fn cold_engine() -> Arc<Engine> {
+    let config = SimConfig {
+        cold_start_ms: 3_000.0,
+        cold_after_ms: 60_000.0,
+        ..SimConfig::default()
+    };
+    Arc::new(Engine::new(config).unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn cold_engine_pays_one_shared_wake_then_serves_warm() {
+    let engine = cold_engine();
+    assert!(
+        engine.load().cold,
+        "a fresh engine has not loaded its model"
+    );
+    // Three requests arrive together while cold: they wait for one wake, not three.
+    let mut tasks = JoinSet::new();
+    for i in 0..3 {
+        tasks.spawn(run(Arc::clone(&engine), prompt(&format!("w{i}-"), 1000), 1));
+    }
+    while let Some(done) = tasks.join_next().await {
+        let (ttft, _) = done.unwrap();
+        // 3 s wake + 40 ms prefill, +5 % per extra running request.
+        let ms = ttft.as_secs_f64() * 1000.0;
+        assert!((3_040.0..=3_046.0).contains(&ms), "ttft {ms} ms");
+    }
+    assert_eq!(engine.stats().cold_starts, 1);
+    assert!(!engine.load().cold);
+    // Idle 59 s: still warm, no extra delay.
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    let (ttft, _) = run(Arc::clone(&engine), prompt("warm", 1000), 1).await;
+    assert_close(ttft, 40.0);
+    assert_eq!(engine.stats().cold_starts, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_engine_goes_cold_and_loses_its_prefix_cache() {
+    let engine = cold_engine();
+    let (first, _) = run(Arc::clone(&engine), prompt("p", 1000), 1).await;
+    assert_close(first, 3_040.0);
+    let (_, usage) = run(Arc::clone(&engine), prompt("p", 1000), 1).await;
+    assert_eq!(
+        usage.prompt_tokens_details.cached_tokens, 992,
+        "warm: cached"
+    );
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert!(engine.load().cold);
+    let (ttft, usage) = run(Arc::clone(&engine), prompt("p", 1000), 1).await;
+    assert_eq!(
+        usage.prompt_tokens_details.cached_tokens, 0,
+        "a reloaded engine starts with an empty prefix cache"
+    );
+    assert_close(ttft, 3_040.0);
+    assert_eq!(engine.stats().cold_starts, 2);
+    let text = engine.render_metrics().unwrap();
+    assert!(text.contains(r#"switchyard_sim_cold_starts_total{model_name="sim-llama"} 2"#));
+}
+
+#[tokio::test(start_paused = true)]
+async fn time_scale_shrinks_the_cold_start() {
+    let config = SimConfig {
+        cold_start_ms: 3_000.0,
+        cold_after_ms: 60_000.0,
+        time_scale: 0.1,
+        ..SimConfig::default()
+    };
+    let engine = Arc::new(Engine::new(config).unwrap());
+    let (ttft, _) = run(Arc::clone(&engine), prompt("t", 1000), 1).await;
+    assert_close(ttft, 304.0);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!engine.load().cold, "6 s scaled idle threshold not reached");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(engine.load().cold);
+}

@@ -72,6 +72,12 @@ impl PrefixCache {
         self.last_used.contains_key(&key)
     }
 
+    /// Forgets every block (the engine reloaded its model).
+    pub(crate) fn clear(&mut self) {
+        self.last_used.clear();
+        self.by_age.clear();
+    }
+
     /// Number of leading blocks already cached; the walk stops at the first miss.
     /// Matched blocks become most recently used.
     pub(crate) fn lookup(&mut self, keys: &[BlockKey]) -> usize {

@@ -22,6 +22,7 @@ mod metrics;
 mod scheduler;
 mod server;
 mod tokens;
+mod warmth;
 
 pub use config::{BLOCK_TOKENS, MAX_OUTPUT_TOKENS, SimConfig, WorkerArgs};
 pub use engine::SimStats;

@@ -57,6 +57,8 @@ async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         url = %worker.base_url(),
         max_running = config.max_running,
         time_scale = config.time_scale,
+        cold_start_ms = config.cold_start_ms,
+        cold_after_ms = config.cold_after_ms,
         "sim worker listening"
     );
     wait_for_stop_signal().await?;

@@ -30,6 +30,8 @@ pub(crate) struct LoadGauges {
     pub(crate) running: usize,
     pub(crate) waiting: usize,
     pub(crate) kv_cache_usage: f64,
+    /// The engine would pay a cold start on its next request.
+    pub(crate) cold: bool,
 }
 
 #[derive(Debug)]
@@ -46,6 +48,8 @@ pub(crate) struct SimMetrics {
     pub(crate) prompt_tokens: Counter,
     pub(crate) generation_tokens: Counter,
     pub(crate) request_success: Counter,
+    pub(crate) cold_starts: Counter,
+    cold: Gauge,
 }
 
 impl SimMetrics {
@@ -117,6 +121,15 @@ impl SimMetrics {
                 "vllm:request_success_total",
                 "Count of successfully processed requests.",
             )?,
+            cold_starts: counter(
+                "switchyard_sim_cold_starts_total",
+                "Cold starts paid: requests that found the engine idle past cold_after and \
+                 reloaded the model (concurrent arrivals share one).",
+            )?,
+            cold: gauge(
+                "switchyard_sim_cold",
+                "1 when the engine is cold (its next request pays a cold start), else 0.",
+            )?,
             registry,
         })
     }
@@ -126,6 +139,7 @@ impl SimMetrics {
         self.running.set(load.running as f64);
         self.waiting.set(load.waiting as f64);
         self.kv_cache_usage.set(load.kv_cache_usage);
+        self.cold.set(if load.cold { 1.0 } else { 0.0 });
         TextEncoder::new().encode_to_string(&self.registry.gather())
     }
 }
@@ -144,11 +158,14 @@ mod tests {
                 running: 2,
                 waiting: 1,
                 kv_cache_usage: 0.25,
+                cold: true,
             })
             .unwrap();
         assert!(text.contains(r#"vllm:num_requests_running{model_name="m1"} 2"#));
         assert!(text.contains(r#"vllm:num_requests_waiting{model_name="m1"} 1"#));
         assert!(text.contains(r#"vllm:kv_cache_usage_perc{model_name="m1"} 0.25"#));
+        assert!(text.contains(r#"switchyard_sim_cold{model_name="m1"} 1"#));
+        assert!(text.contains(r#"switchyard_sim_cold_starts_total{model_name="m1"} 0"#));
         assert!(text.contains(r#"vllm:prompt_tokens_total{model_name="m1"} 12"#));
         assert!(
             text.contains(

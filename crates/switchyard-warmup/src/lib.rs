@@ -51,7 +51,8 @@ pub use downgrade::{
 pub use error::{ActionError, ConfigError, DegradationError, ManagerError, WarmupError};
 pub use executor::{SkipReason, WarmupExecutor, WarmupOutcome, WarmupResult};
 pub use manager::{
-    LazyWarm, ResourceReport, TickReport, WarmupManager, WarmupOptions, WarmupReport, WaveStatus,
+    LatencyHistogram, LazyWarm, ResourceReport, SteadyP95, SteadySource, TickReport, WarmupManager,
+    WarmupOptions, WarmupReport, WaveStatus,
 };
 pub use ramp::{Ramp, RampMove, WindowStats};
 pub use resource::WarmupResource;

@@ -6,6 +6,8 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
 
+use crate::manager::SteadyP95;
+
 const LATENCY_BUCKETS: &[f64] = &[
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
@@ -42,6 +44,9 @@ pub(crate) struct WarmupMetrics {
     pub(crate) ramp_moves: IntCounterVec,
     /// end (completed, aborted).
     pub(crate) waves: IntCounterVec,
+    /// source (observed, too_few_samples, no_data).
+    pub(crate) steady_selections: IntCounterVec,
+    pub(crate) steady_p95_seconds: Gauge,
 }
 
 impl WarmupMetrics {
@@ -74,7 +79,7 @@ impl WarmupMetrics {
             registry.register(Box::new(metric.clone()))?;
             Ok::<_, prometheus::Error>(metric)
         };
-        Ok(Self {
+        let metrics = Self {
             runs: counter_vec(
                 "switchyard_warmup_runs_total",
                 "Warmup attempts by tier, kind and result (warmed, misdirected, failed, skipped).",
@@ -178,6 +183,27 @@ impl WarmupMetrics {
                 "Warmup waves by how they ended (completed, aborted).",
                 &["end"],
             )?,
-        })
+            steady_selections: counter_vec(
+                "switchyard_warmup_steady_p95_selections_total",
+                "Steady p95 chosen for a starting wave, by source (observed: business traffic \
+                 over the window; too_few_samples / no_data: the configured value).",
+                &["source"],
+            )?,
+            steady_p95_seconds: gauge(
+                "switchyard_warmup_steady_p95_seconds",
+                "Steady p95 the latest wave's latency is compared with.",
+            )?,
+        };
+        for source in ["observed", "too_few_samples", "no_data"] {
+            metrics.steady_selections.with_label_values(&[source]);
+        }
+        Ok(metrics)
+    }
+
+    pub(crate) fn note_steady_p95(&self, steady: SteadyP95) {
+        self.steady_selections
+            .with_label_values(&[steady.source.label()])
+            .inc();
+        self.steady_p95_seconds.set(steady.ms as f64 / 1000.0);
     }
 }

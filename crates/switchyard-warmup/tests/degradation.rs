@@ -126,7 +126,11 @@ async fn worsening_goes_one_level_at_a_time_and_95_percent_passes_through_level_
         overload: OverloadState::Overloaded,
     };
     let (controller, _, _, _) = self::controller();
-    assert_eq!(entered(&controller.evaluate(overloaded).await), vec![1, 2]);
+    assert_eq!(
+        entered(&controller.evaluate(overloaded).await),
+        vec![1],
+        "overload alone stops at level 1: level 2's demotion would meet the P2 pause"
+    );
 }
 
 #[tokio::test]
@@ -362,8 +366,12 @@ async fn warmup_limits_reach_the_manager_and_a_dead_manager_fails_the_level() {
         warmup: warmup.clone(),
     });
     let registry = prometheus::Registry::new();
+    let shrink_on_overload = DegradationConfig {
+        overload_level: Level::Shrink,
+        ..DegradationConfig::default()
+    };
     let controller =
-        DegradationController::new(DegradationConfig::default(), actions, wall, &registry).unwrap();
+        DegradationController::new(shrink_on_overload, actions, wall, &registry).unwrap();
     controller.evaluate(water(0.85)).await;
     assert!(!warmup.limits().lazy && warmup.limits().scheduled_frequency == 0.5);
     assert_eq!(warmup.lazy_warm("tail").await, LazyWarm::Disabled);

@@ -82,16 +82,25 @@ impl Default for LatencyAwareConfig {
 }
 
 /// The prober that runs only while a worker is marked overloaded.
+///
+/// A probe is a streamed completion shaped like traffic (a real prompt, several output
+/// tokens), judged by the thresholds that clear a mark: its time to first token must stay
+/// under `latency_aware.recover_ttft_p90_ms` and its time per output token under
+/// `latency_aware.recover_tpot_p90_ms`. A one-token probe of a tiny prompt would answer fast
+/// even from a worker whose decode is still slow, and clear a mark that real traffic re-sets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProberConfig {
     pub interval_ms: u64,
-    /// A probe slower than this (or failing) counts as a failure.
+    /// A probe not finished within this (or failing) counts as a failure; keep it above
+    /// `recover_ttft_p90_ms` + `max_tokens` × `recover_tpot_p90_ms` on real GPUs.
     pub latency_bound_ms: u64,
     pub successes_to_confirm: u32,
     pub failures_to_rearm: u32,
     pub path: String,
     pub prompt: String,
+    /// Output tokens per probe (≥ 2, so time per output token can be measured).
+    pub max_tokens: u32,
 }
 
 impl Default for ProberConfig {
@@ -102,10 +111,19 @@ impl Default for ProberConfig {
             successes_to_confirm: 3,
             failures_to_rearm: 3,
             path: "/v1/completions".into(),
-            prompt: "ping".into(),
+            prompt: DEFAULT_PROBE_PROMPT.into(),
+            max_tokens: 8,
         }
     }
 }
+
+/// About a hundred words: enough prefill and context to look like a short real request.
+const DEFAULT_PROBE_PROMPT: &str = "You are a helpful assistant. A customer writes: \
+    I ordered a pair of running shoes last week, the tracking page has not changed for three days and the delivery \
+    estimate has passed. I need them for a race on Saturday. Could you check where the \
+    parcel is, tell me whether it will arrive in time, and if not, what my options are \
+    for a refund or an express replacement? Please answer briefly and politely, cite the \
+    order number if you have it, and do not invent a tracking code.";
 
 /// Per-worker circuit breaker, Resilience4j semantics (seed 004).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -237,6 +255,12 @@ impl HealthConfig {
         a_path("prober.path", &p.path)?;
         if p.prompt.is_empty() {
             return Err(invalid("prober.prompt", "must not be empty"));
+        }
+        if p.max_tokens < 2 {
+            return Err(invalid(
+                "prober.max_tokens",
+                "must be at least 2 (time per output token needs two tokens)",
+            ));
         }
 
         let b = &self.breaker;

@@ -21,7 +21,7 @@ pub(crate) const STATES: &[&str] = &[
 ];
 const BREAKER_STATES: &[&str] = &["closed", "open", "half_open"];
 const SOURCES: &[&str] = &["metrics", "gateway_observed"];
-pub(crate) const PROBE_RESULTS: &[&str] = &["success", "timeout", "error"];
+pub(crate) const PROBE_RESULTS: &[&str] = &["success", "slow", "timeout", "error"];
 const HEALTH_RESULTS: &[&str] = &["success", "failure"];
 pub(crate) const SCRAPE_RESULTS: &[&str] = &["metrics", "gateway_observed", "error"];
 pub(crate) const JUDGE_VERDICTS: &[&str] = &[
@@ -110,7 +110,7 @@ impl WorkerMetrics {
             )?,
             probes: counter(
                 "switchyard_worker_probes_total",
-                "Overload prober results (success, timeout, error).",
+                "Overload prober results (success, slow, timeout, error).",
                 &["worker", "result"],
             )?,
             health_checks: counter(

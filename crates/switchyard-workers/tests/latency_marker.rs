@@ -97,9 +97,12 @@ async fn without_metrics_the_gateway_observations_drive_the_judge_and_probes_are
     assert_eq!(probe.path, "/v1/completions");
     assert_eq!(probe.header("x-switchyard-purpose"), Some("probe"));
     let body: serde_json::Value = serde_json::from_str(&probe.body).unwrap();
-    assert_eq!(body["max_tokens"], 1);
+    // Shaped like traffic: a real prompt, several tokens, streamed so TPOT can be timed.
+    let prober = switchyard_workers::HealthConfig::default().prober;
+    assert_eq!(body["max_tokens"], prober.max_tokens);
+    assert_eq!(body["stream"], true);
     assert_eq!(body["model"], "raw-model");
-    assert_eq!(body["prompt"], "ping");
+    assert_eq!(body["prompt"], prober.prompt.as_str());
     // Probes succeed, but latency has not confirmed: still locked out.
     holds(
         "locked without good latency",

@@ -74,12 +74,17 @@ impl NemesisKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown nemesis `{0}` (expected kill, pause, partition, loss, delay, clock or all)")]
+#[error(
+    "unknown nemesis `{0}` (expected kill, pause, partition, loss, delay, clock (or clock-skew) or all)"
+)]
 pub struct UnknownNemesis(pub String);
 
 impl FromStr for NemesisKind {
     type Err = UnknownNemesis;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case("clock-skew") {
+            return Ok(NemesisKind::Clock);
+        }
         NemesisKind::ALL
             .into_iter()
             .find(|k| k.as_str().eq_ignore_ascii_case(s.trim()))

@@ -126,6 +126,7 @@ pub fn check_config(mut config: CheckConfig) -> CheckConfig {
             "quota_lease_pending",
             "quota_ledger_unreachable",
             "quota_ledger_outcome_unknown",
+            "outcome_unknown",
             "rate_limited",
             "concurrency_limit",
             "p2_paused",

@@ -140,11 +140,40 @@ impl NodeApi for SwitchyardNodeApi {
         })
     }
 
-    async fn skew_clock(&self, _node: &NodeInfo, _offset_ms: i64) -> Result<(), ClusterError> {
-        Err(ClusterError::unsupported(
-            "clock skew",
-            "switchyard builds its clock inside the gateway (no injection point) and ledger \
-             time is the leader's wall clock; see jepsen-like-tests/RESULTS.md",
-        ))
+    /// `PUT /admin/chaos/clock`: the replica stamps ledger entries `offset_ms` off the true
+    /// time while it leads (needs `SWITCHYARD_CHAOS_ENDPOINTS=1` in the node's environment).
+    async fn skew_clock(&self, node: &NodeInfo, offset_ms: i64) -> Result<(), ClusterError> {
+        let path = "/admin/chaos/clock";
+        let url = format!("http://{}{path}", node.client_addr);
+        let auth = self.credentials.runner_auth();
+        let body = serde_json::json!({ "offset_ms": offset_ms }).to_string();
+        let reply = self
+            .http
+            .call(
+                Method::PUT,
+                &url,
+                &[("authorization", auth.as_str())],
+                Some(body),
+                STATUS_TIMEOUT,
+            )
+            .await
+            .map_err(|e| ClusterError::Node {
+                node: node.id,
+                message: format!("PUT {path}: {e}"),
+            })?;
+        if reply.status == 200 {
+            return Ok(());
+        }
+        let (code, message) = reply.error();
+        if code == "chaos_endpoints_disabled" {
+            return Err(ClusterError::unsupported(
+                "clock skew",
+                "the replica runs without SWITCHYARD_CHAOS_ENDPOINTS=1",
+            ));
+        }
+        Err(ClusterError::Node {
+            node: node.id,
+            message: format!("PUT {path}: {} {code}: {message}", reply.status),
+        })
     }
 }

@@ -3,7 +3,7 @@
 
 use http::StatusCode;
 use switchyard_core::{
-    Priority, Purpose, QuotaError, QuotaLedger, QuotaScope, RequestTags, SpendTags,
+    FleetLimit, Priority, Purpose, QuotaError, QuotaLedger, QuotaScope, RequestTags, SpendTags,
 };
 
 use super::Holdings;
@@ -50,6 +50,24 @@ pub(super) fn pass(
                 StatusCode::TOO_MANY_REQUESTS,
                 gate::BUDGET,
                 code::BUDGET_EXHAUSTED,
+                error.to_string(),
+            ),
+            QuotaError::FleetShare {
+                limit: FleetLimit::Rate,
+                ..
+            } => Refusal::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                gate::RATE,
+                code::RATE_LIMITED,
+                error.to_string(),
+            ),
+            QuotaError::FleetShare {
+                limit: FleetLimit::Concurrency,
+                ..
+            } => Refusal::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                gate::CONCURRENCY,
+                code::CONCURRENCY_LIMIT,
                 error.to_string(),
             ),
             QuotaError::Unavailable { .. } => Refusal::new(

@@ -59,6 +59,9 @@ pub(crate) struct CallerGates {
     pub(crate) purposes: HashMap<Purpose, ScopeGates>,
     /// Refusals in a row, for the Retry-After exponent of clients that do not count retries.
     consecutive_refusals: AtomicU32,
+    /// A configured tenant (its own API key), not the entry every unknown caller shares:
+    /// only then does the refusal streak say something about the client being refused.
+    pub(crate) identified: bool,
 }
 
 impl CallerGates {
@@ -73,6 +76,7 @@ impl CallerGates {
             },
             purposes: HashMap::new(),
             consecutive_refusals: AtomicU32::new(0),
+            identified: false,
         }
     }
 
@@ -130,6 +134,7 @@ impl CallerDirectory {
                     caller: ScopeGates::new(scope, &tenant.limits(gates), gates, now),
                     purposes,
                     consecutive_refusals: AtomicU32::new(0),
+                    identified: true,
                 };
                 (caller, Arc::new(entry))
             })

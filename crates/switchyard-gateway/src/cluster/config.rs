@@ -1,4 +1,5 @@
 use serde::{Deserialize, Serialize};
+use switchyard_ledger::state::DEFAULT_AUDIT_RETENTION;
 
 /// This replica's place in the Raft group that replicates the quota ledger and override
 /// registry. Scale-out rule: 3 or 5 voters; every further replica joins as a learner.
@@ -23,6 +24,11 @@ pub struct ClusterConfig {
     /// Raft address of any existing member: join as a learner (promoted to voter while the
     /// group has fewer than 3 voters).
     pub join: String,
+    /// Newest entries the replicated audit log keeps (older ones are evicted on every replica
+    /// alike). Restart-only: a replica that leads a term (from start-up on) proposes it when
+    /// the group holds another value, so once every replica has restarted with a new value,
+    /// whichever leads sets it for the fleet.
+    pub audit_retention_entries: u64,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -43,6 +49,7 @@ impl Default for ClusterConfig {
             secret: String::new(),
             members: Vec::new(),
             join: String::new(),
+            audit_retention_entries: DEFAULT_AUDIT_RETENTION,
         }
     }
 }
@@ -50,6 +57,12 @@ impl Default for ClusterConfig {
 impl ClusterConfig {
     /// Returns the path and problem of the first invalid field.
     pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.audit_retention_entries == 0 {
+            return Err((
+                "cluster.audit_retention_entries".into(),
+                "must be at least 1 (the audit log cannot be switched off)".into(),
+            ));
+        }
         if !self.enabled {
             return Ok(());
         }

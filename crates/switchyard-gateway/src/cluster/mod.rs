@@ -9,10 +9,11 @@ pub use config::{ClusterConfig, ClusterMember};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_admission::AdmissionConfig;
+use switchyard_admission::{AdmissionConfig, GatesConfig, ScopeLimits};
 use switchyard_core::{Clock, QuotaScope};
 use switchyard_ledger::{
-    BudgetSpec, LedgerClient, LedgerConfig, LedgerNode, MembershipChange, ReadAnswer, ReadQuery,
+    BudgetSpec, Command, CommandResponse, LedgerClient, LedgerConfig, LedgerNode, MembershipChange,
+    ReadAnswer, ReadQuery,
 };
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -72,13 +73,23 @@ impl LedgerRuntime {
         if !config.advertise_addr.is_empty() {
             ledger_config.advertise_addr = Some(config.advertise_addr.clone());
         }
+        if let Some(offset_ms) = chaos_clock_skew_ms() {
+            warn!(
+                offset_ms,
+                "ledger wall clock skewed from the start (chaos test)"
+            );
+            ledger_config.wall_clock.set_offset_ms(offset_ms);
+        }
         let node = Arc::new(LedgerNode::start(ledger_config, registry, clock).await?);
         info!(
             node_id = config.node_id,
             raft_addr = node.raft_addr(),
             "quota ledger node started"
         );
-        let mut tasks = Vec::new();
+        let mut tasks = vec![tokio::spawn(keep_audit_retention(
+            Arc::clone(&node),
+            config.audit_retention_entries,
+        ))];
         if config.is_multi_node() {
             // Peers may not be up yet: never hold start-up hostage to the group forming.
             let (node, config, admission) = (Arc::clone(&node), config.clone(), admission.clone());
@@ -89,6 +100,7 @@ impl LedgerRuntime {
             // A single node is its own quorum: be ready (budgets seeded, leases held) before
             // the first request, so it is never refused as `quota_lease_pending`.
             let scopes = bootstrap(&node, config, &secret, admission).await;
+            align_audit_retention(&node, config.audit_retention_entries).await;
             wait_for_leases(&node, &scopes, Duration::from_secs(5)).await;
         }
         Ok(Self {
@@ -114,6 +126,25 @@ impl LedgerRuntime {
         match Arc::try_unwrap(self.node) {
             Ok(node) => node.shutdown().await,
             Err(_) => warn!("ledger node still referenced at shutdown; leases expire on their own"),
+        }
+    }
+}
+
+/// A test-only skew of the ledger wall clock from the start: `SWITCHYARD_CLOCK_SKEW_MS`, read
+/// only when the chaos endpoints are on (`SWITCHYARD_CHAOS_ENDPOINTS=1`), so a stray variable
+/// cannot move a production replica's ledger time.
+fn chaos_clock_skew_ms() -> Option<i64> {
+    let chaos = std::env::var("SWITCHYARD_CHAOS_ENDPOINTS").is_ok_and(|v| v == "1");
+    let skew = std::env::var("SWITCHYARD_CLOCK_SKEW_MS").ok()?;
+    match skew.trim().parse::<i64>() {
+        Ok(offset_ms) if chaos => Some(offset_ms),
+        Ok(_) => {
+            warn!("SWITCHYARD_CLOCK_SKEW_MS ignored: it needs SWITCHYARD_CHAOS_ENDPOINTS=1");
+            None
+        }
+        Err(error) => {
+            warn!(%error, "SWITCHYARD_CLOCK_SKEW_MS is not an integer; ignored");
+            None
         }
     }
 }
@@ -203,6 +234,102 @@ async fn join(node: &LedgerNode, config: &ClusterConfig, secret: &str) -> Result
     Err("could not join the cluster".into())
 }
 
+/// How often the retention keeper looks whether this node has become leader.
+const LEADERSHIP_CHECK: Duration = Duration::from_secs(1);
+
+/// Brings the replicated audit retention to this replica's configured value whenever this
+/// node starts a term as leader: only the leader proposes, so replicas started with
+/// different values do not fight over it, and after a rolling restart the value of the
+/// last-elected leader holds. Proposing the value already in force changes nothing.
+async fn keep_audit_retention(node: Arc<LedgerNode>, wanted: u64) {
+    let mut aligned_term = None;
+    let mut every = tokio::time::interval(LEADERSHIP_CHECK);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let status = node.status();
+        if status.leader != Some(status.node_id) || aligned_term == Some(status.term) {
+            continue;
+        }
+        if align_audit_retention(&node, wanted).await {
+            aligned_term = Some(status.term);
+        }
+    }
+}
+
+/// Proposes `wanted` as the audit retention if this node leads and the group holds another
+/// value; answers whether the group holds `wanted` (or this node does not lead).
+async fn align_audit_retention(node: &LedgerNode, wanted: u64) -> bool {
+    let status = node.status();
+    if status.leader != Some(status.node_id) {
+        return true;
+    }
+    // The linearizable read brings this node's applied state up to the commit index, so the
+    // comparison below sees the replicated value, not a stale one.
+    if let Err(error) = node.read(ReadQuery::Counters).await {
+        warn!(%error, "audit retention not checked: ledger read failed");
+        return false;
+    }
+    let replicated = node.with_applied_state(|state| state.overrides.audit_retention());
+    if replicated == wanted {
+        return true;
+    }
+    let command = Command::SetAuditRetention {
+        entries: wanted,
+        principal: "config".into(),
+    };
+    match node.write(command).await {
+        Ok(CommandResponse::Rejected { reason }) => {
+            warn!(%reason, wanted, "audit retention from config refused by the ledger");
+            false
+        }
+        Ok(_) => {
+            info!(
+                from = replicated,
+                to = wanted,
+                "audit retention set from cluster.audit_retention_entries"
+            );
+            true
+        }
+        Err(error) => {
+            warn!(%error, wanted, "audit retention from config not proposed");
+            false
+        }
+    }
+}
+
+/// The fleet-wide budget a scope's config asks for, if any. The ledger holds one budget per
+/// scope, so a scope with both a day and a month limit gets the day one. The rate and
+/// concurrency limits ride on it, so one fleet-wide rate holds however many replicas serve
+/// the caller (each replica's own bucket only bounds what it serves itself). A scope with a
+/// rate but no period budget gets a day budget of what that rate lets through in a day,
+/// which never binds before the rate does.
+pub(crate) fn budget_from_config(limits: &ScopeLimits, gates: &GatesConfig) -> Option<BudgetSpec> {
+    // The same planning factor as the local token bucket: never plan for 100 % of the quota.
+    let rate_tokens_per_s = limits.tokens_per_minute.map_or(0, |per_minute| {
+        ((per_minute as f64 * gates.bucket_rate_factor / 60.0).floor() as u64).max(1)
+    });
+    let max_concurrency = limits.max_in_flight.map_or(0, u64::from);
+    let (limit, period_ms) = match (limits.tokens_per_day, limits.tokens_per_month) {
+        (Some(day), _) => (day, DAY_MS),
+        (None, Some(month)) => (month, MONTH_MS),
+        (None, None) => (limits.tokens_per_minute?.saturating_mul(24 * 60), DAY_MS),
+    };
+    if limit == 0 {
+        return None;
+    }
+    // No per-lease cap: a lease can never push spend past the limit anyway, and a cap
+    // starves a replica that serves a burst; a crashed node's lease is simply charged.
+    Some(BudgetSpec {
+        period_ms,
+        rate_tokens_per_s,
+        max_concurrency,
+        max_lease_tokens: 0,
+        max_debt_tokens: limit / 20,
+        ..BudgetSpec::daily(limit)
+    })
+}
+
 /// Budgets in the config are starting values: a scope already in the ledger (perhaps changed
 /// since with `switchyard ctl quota set`) keeps its replicated value.
 async fn seed_budgets(node: &LedgerNode, admission: &AdmissionConfig) -> Vec<QuotaScope> {
@@ -213,30 +340,16 @@ async fn seed_budgets(node: &LedgerNode, admission: &AdmissionConfig) -> Vec<Quo
     let mut seeded = Vec::new();
     for tenant in &admission.tenants {
         let scope = QuotaScope::caller(tenant.caller.as_str());
-        let limits = [
-            (tenant.tokens_per_day, DAY_MS),
-            (tenant.tokens_per_month, MONTH_MS),
-        ];
-        for (limit, period_ms) in limits {
-            let Some(limit) = limit else { continue };
-            seeded.push(scope.clone());
-            let present = existing
-                .iter()
-                .any(|b| b.scope == scope && b.spec.period_ms == period_ms);
-            if present {
-                continue;
-            }
-            // No per-lease cap: a lease can never push spend past the limit anyway, and a cap
-            // starves a replica that serves a burst; a crashed node's lease is simply charged.
-            let spec = BudgetSpec {
-                period_ms,
-                max_lease_tokens: 0,
-                max_debt_tokens: limit / 20,
-                ..BudgetSpec::daily(limit)
-            };
-            if let Err(error) = node.set_budget(scope.clone(), spec, "config").await {
-                warn!(%error, caller = %tenant.caller, "budget from config not seeded");
-            }
+        let Some(spec) = budget_from_config(&tenant.limits(&admission.gates), &admission.gates)
+        else {
+            continue;
+        };
+        seeded.push(scope.clone());
+        if existing.iter().any(|b| b.scope == scope) {
+            continue;
+        }
+        if let Err(error) = node.set_budget(scope, spec, "config").await {
+            warn!(%error, caller = %tenant.caller, "budget from config not seeded");
         }
     }
     seeded

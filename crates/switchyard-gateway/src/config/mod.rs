@@ -141,6 +141,36 @@ pub struct AdminConfig {
 pub struct AdminKey {
     pub name: String,
     pub key: String,
+    /// What the holder may do; `admin` (everything) when absent, as before roles existed.
+    #[serde(default)]
+    pub role: AdminRole,
+}
+
+/// The rights of an admin key's holder.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AdminRole {
+    /// Reads only: status, config, quotas, overrides, audit logs.
+    Viewer,
+    /// Reads, and runs the fleet: sets quotas, proposes overrides, adds and drains workers,
+    /// changes the live config.
+    Operator,
+    /// Reads, and approves or revokes overrides (the second person of the two-person rule).
+    Approver,
+    /// Everything, including cluster membership and fault injection.
+    #[default]
+    Admin,
+}
+
+impl AdminRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminRole::Viewer => "viewer",
+            AdminRole::Operator => "operator",
+            AdminRole::Approver => "approver",
+            AdminRole::Admin => "admin",
+        }
+    }
 }
 
 impl Config {

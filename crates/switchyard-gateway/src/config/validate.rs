@@ -95,6 +95,13 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
                 "must be at least 16 characters",
             ));
         }
+        // One key, one principal: otherwise its holder's name and role would be ambiguous.
+        if let Some(j) = config.admin.keys[..i].iter().position(|k| k.key == key.key) {
+            return Err(ConfigError::invalid(
+                format!("admin.keys[{i}].key"),
+                format!("is the same key as admin.keys[{j}]; every principal needs its own"),
+            ));
+        }
     }
     let mut names = HashSet::new();
     for (i, worker) in config.workers.iter().enumerate() {
@@ -166,6 +173,10 @@ mod tests {
         assert_eq!(
             error_path("[[workers]]\nname = \"a\"\nurl = \"ftp://h\"\n"),
             "workers[0]"
+        );
+        assert_eq!(
+            error_path("[cluster]\naudit_retention_entries = 0\n"),
+            "cluster.audit_retention_entries"
         );
     }
 

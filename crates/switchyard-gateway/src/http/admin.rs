@@ -9,13 +9,74 @@ use serde::Deserialize;
 use serde_json::json;
 use switchyard_workers::{DrainOutcome, RegistryError, WorkerHandle, WorkerSpec};
 
+use crate::config::AdminRole;
 use crate::error::ApiError;
 use crate::reload::{ReloadError, set_path};
 use crate::state::{AppState, SharedState};
 
+/// What a handler needs its caller to be allowed to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Right {
+    /// Read status, config, quotas, overrides and audit logs.
+    Read,
+    /// Set quotas, propose overrides, add and drain workers, change the live config.
+    Operate,
+    /// Approve or revoke overrides.
+    Approve,
+    /// Cluster membership, fault injection, and anything not mapped to a narrower right.
+    Administer,
+}
+
+impl Right {
+    fn as_str(self) -> &'static str {
+        match self {
+            Right::Read => "read",
+            Right::Operate => "operate",
+            Right::Approve => "approve",
+            Right::Administer => "administer",
+        }
+    }
+}
+
+/// Whether `role` carries `right`.
+pub(crate) fn allows(role: AdminRole, right: Right) -> bool {
+    match role {
+        AdminRole::Admin => true,
+        AdminRole::Viewer => right == Right::Read,
+        AdminRole::Operator => matches!(right, Right::Read | Right::Operate),
+        AdminRole::Approver => matches!(right, Right::Read | Right::Approve),
+    }
+}
+
+/// The holder of a valid admin key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Principal {
+    pub name: String,
+    pub role: AdminRole,
+}
+
+impl Principal {
+    /// The principal's name if its role carries `right`, else 403.
+    pub(crate) fn require(self, right: Right) -> Result<String, ApiError> {
+        if allows(self.role, right) {
+            return Ok(self.name);
+        }
+        Err(ApiError::forbidden(
+            "insufficient_role",
+            format!(
+                "principal `{}` has role `{}`, which may not {} here",
+                self.name,
+                self.role.as_str(),
+                right.as_str()
+            ),
+        ))
+    }
+}
+
 /// Checks `Authorization: Bearer <key>` (or `x-api-key`) against the admin keys and answers
-/// the principal the key belongs to.
-pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+/// who holds it and with which role: named keys carry their configured role, the unnamed key
+/// (`admin.api_key` or `SWITCHYARD_ADMIN_API_KEY`) is `admin`.
+pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
     if state.admin_keys.is_empty() {
         return Err(ApiError::forbidden(
             "admin_disabled",
@@ -33,13 +94,29 @@ pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<String,
         ));
     };
     // Compare against every key so the time taken does not say which one nearly matched.
-    let mut principal = None;
+    let mut matched = None;
     for (name, expected) in &state.admin_keys {
         if constant_time_eq(key.as_bytes(), expected.as_bytes()) {
-            principal = Some(name.clone());
+            matched = Some((name.clone(), expected));
         }
     }
-    principal.ok_or_else(|| ApiError::unauthorized("the admin API key is not valid"))
+    let Some((name, expected)) = matched else {
+        return Err(ApiError::unauthorized("the admin API key is not valid"));
+    };
+    // `admin` is restart-only, so the live config still names the keys the server started with.
+    let role = state
+        .config()
+        .admin
+        .keys
+        .iter()
+        .find(|k| k.key == *expected)
+        .map_or(AdminRole::Admin, |k| k.role);
+    Ok(Principal { name, role })
+}
+
+/// `authenticate` for handlers not mapped to a narrower right: only `admin` passes.
+pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+    authenticate(state, headers)?.require(Right::Administer)
 }
 
 /// Compares secrets without an early exit that would leak the matching prefix length.
@@ -64,7 +141,7 @@ pub async fn list_workers(
     State(state): State<SharedState>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     Ok(Json(json!({"workers": state.registry.snapshot()})))
 }
 
@@ -85,7 +162,7 @@ pub async fn add_worker(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Operate)?;
     let request: AddWorker = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(
             "invalid_request",
@@ -119,7 +196,7 @@ pub async fn remove_worker(
     Path(name): Path<String>,
     Query(query): Query<RemoveQuery>,
 ) -> Result<Response, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Operate)?;
     let drain = state.registry.drain(&name).await.map_err(registry_error)?;
     if !query.wait {
         return Ok((StatusCode::ACCEPTED, Json(json!({"draining": name}))).into_response());
@@ -152,11 +229,17 @@ pub async fn get_config(
     State(state): State<SharedState>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     let mut config = serde_json::to_value(state.config().as_ref())
         .map_err(|e| ApiError::internal(e.to_string()))?;
     if let Some(admin) = config.get_mut("admin") {
         admin["api_key"] = json!("<redacted>");
+        // Viewers read the config: no key may show, or a viewer could act as its holder.
+        if let Some(keys) = admin.get_mut("keys").and_then(|k| k.as_array_mut()) {
+            for key in keys {
+                key["key"] = json!("<redacted>");
+            }
+        }
     }
     Ok(Json(config))
 }
@@ -175,7 +258,7 @@ pub async fn put_config(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let who = authorize(&state, &headers)?;
+    let who = authenticate(&state, &headers)?.require(Right::Operate)?;
     let change: ConfigChange = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(
             "invalid_request",
@@ -203,7 +286,7 @@ pub async fn admission(
     State(state): State<SharedState>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     let snapshot = serde_json::to_value(state.admission.snapshot())
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(snapshot))
@@ -213,7 +296,7 @@ pub async fn config_audit(
     State(state): State<SharedState>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     Ok(Json(json!({"entries": state.live.audit().entries()})))
 }
 

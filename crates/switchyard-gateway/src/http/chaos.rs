@@ -5,8 +5,9 @@
 //! only to let the suite record those operations in its history; they answer 404 unless the
 //! process runs with `SWITCHYARD_CHAOS_ENDPOINTS=1`.
 //!
-//! Clock skew is not offered: the gateway builds its clock inside `server.rs` (no injection
-//! point), and ledger time is the leader's wall clock, which no endpoint should move.
+//! The third test-only write, `PUT /admin/chaos/clock {"offset_ms": N}`, skews the wall clock
+//! this replica anchors ledger time to (lease and override expiry) at the start of each term
+//! it leads. Lease deadlines on the hot path use the monotonic clock, which skew never moves.
 
 use axum::Json;
 use axum::extract::State;
@@ -19,9 +20,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use switchyard_core::{Priority, Purpose, QuotaScope};
 use switchyard_ledger::command::{SpendReport, SpendTotals, SplitKey};
 use switchyard_ledger::state::LedgerState;
-use switchyard_ledger::{Command, CommandResponse, LedgerError, LedgerNode, PoolId};
+use switchyard_ledger::{Command, CommandResponse, LedgerNode, PoolId};
 
-use super::admin::authorize;
+use super::admin::{Right, authenticate};
+use super::cluster::ledger_error;
 use crate::error::ApiError;
 use crate::state::{AppState, SharedState};
 
@@ -124,7 +126,7 @@ fn local_json(state: &LedgerState) -> Value {
 
 /// `GET /admin/ledger/local`: this replica's applied state and Raft role, read locally.
 pub async fn local_state(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Administer)?;
     let node = node(&state)?;
     let status = node.status();
     let mut body = node.with_applied_state(local_json);
@@ -147,7 +149,7 @@ fn enabled_node<'s>(
             format!("test-only endpoint; start the replica with {CHAOS_ENV}=1"),
         ));
     }
-    authorize(state, headers)?;
+    authenticate(state, headers)?.require(Right::Administer)?;
     node(state)
 }
 
@@ -156,24 +158,37 @@ fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
         .map_err(|e| ApiError::bad_request("invalid_request", format!("invalid body: {e}")))
 }
 
-fn ledger_error(error: LedgerError) -> ApiError {
-    match error {
-        LedgerError::Rejected(reason) => ApiError::conflict("rejected_by_ledger", reason),
-        LedgerError::NoLeader => ApiError::unavailable(
-            "quota_ledger_unreachable",
-            format!("the quota ledger has no reachable leader: {error}"),
-            1,
-        ),
-        // A forwarded write that failed in flight may still have been applied.
-        LedgerError::Unreachable(_) => ApiError::unavailable(
-            "quota_ledger_outcome_unknown",
-            format!(
-                "the leader could not be reached in flight; the write may have applied: {error}"
-            ),
-            1,
-        ),
-        other => ApiError::internal(other.to_string()),
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClockBody {
+    /// Milliseconds added to this replica's ledger wall clock (negative: behind; 0 resets).
+    offset_ms: i64,
+}
+
+/// Longest skew the endpoint accepts: a day, far beyond any lease or override.
+const MAX_SKEW_MS: i64 = 24 * 3600 * 1000;
+
+/// `PUT /admin/chaos/clock` (test-only): skews the wall clock this replica stamps ledger
+/// entries with.
+pub async fn skew_clock(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> JsonResult {
+    let node = enabled_node(&state, &headers)?;
+    let request: ClockBody = parse(&body)?;
+    if request.offset_ms.abs() > MAX_SKEW_MS {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("offset_ms must be within ±{MAX_SKEW_MS}"),
+        ));
     }
+    node.wall_clock().set_offset_ms(request.offset_ms);
+    tracing::warn!(
+        offset_ms = request.offset_ms,
+        "ledger wall clock skewed (chaos)"
+    );
+    Ok(Json(json!({"offset_ms": request.offset_ms})))
 }
 
 #[derive(Deserialize)]

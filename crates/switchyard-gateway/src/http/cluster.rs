@@ -14,7 +14,7 @@ use std::time::Duration;
 use switchyard_core::{Purpose, QuotaScope};
 use switchyard_ledger::{BudgetSpec, LedgerError, LedgerNode, ReadAnswer, ReadQuery};
 
-use super::admin::authorize;
+use super::admin::{Right, authenticate, authorize};
 use crate::error::ApiError;
 use crate::state::{AppState, SharedState};
 
@@ -32,14 +32,27 @@ fn node(state: &AppState) -> Result<&Arc<LedgerNode>, ApiError> {
     })
 }
 
-fn ledger_error(error: LedgerError) -> ApiError {
+/// How a ledger failure reaches an operator. Unavailability is a 503 with `Retry-After`,
+/// split by what the caller may assume: `quota_ledger_unreachable` changed nothing (no
+/// leader, no quorum, a read), `outcome_unknown` was sent to a leader that did not confirm in
+/// time (it may have applied; a read shows which).
+pub(crate) fn ledger_error(error: LedgerError) -> ApiError {
     match error {
         LedgerError::Rejected(reason) => ApiError::conflict("rejected_by_ledger", reason),
-        LedgerError::NoLeader | LedgerError::Unreachable(_) => ApiError::unavailable(
-            "quota_ledger_unreachable",
-            format!("the quota ledger has no reachable leader: {error}"),
+        LedgerError::OutcomeUnknown(_) => ApiError::unavailable(
+            "outcome_unknown",
+            format!(
+                "the quota ledger did not confirm the change in time; it may or may not have applied: {error}"
+            ),
             1,
         ),
+        LedgerError::NoLeader | LedgerError::Unreachable(_) | LedgerError::Raft(_) => {
+            ApiError::unavailable(
+                "quota_ledger_unreachable",
+                format!("the quota ledger has no reachable leader: {error}"),
+                1,
+            )
+        }
         other => ApiError::internal(other.to_string()),
     }
 }
@@ -71,7 +84,7 @@ impl ScopeBody {
 }
 
 pub async fn cluster_status(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     let status = node(&state)?.status();
     Ok(Json(json!({
         "node_id": status.node_id,
@@ -132,7 +145,7 @@ pub async fn remove_member(
 }
 
 pub async fn quota(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     let node = node(&state)?;
     let budgets = match node.read(ReadQuery::Budgets).await.map_err(ledger_error)? {
         ReadAnswer::Budgets(budgets) => budgets,
@@ -153,6 +166,11 @@ struct SetBudget {
     #[serde(flatten)]
     scope: ScopeBody,
     tokens_per_day: u64,
+    /// Fleet-wide token rate and concurrency (0 = none), split among replicas by demand.
+    #[serde(default)]
+    tokens_per_second: u64,
+    #[serde(default)]
+    max_concurrency: u64,
 }
 
 pub async fn set_quota(
@@ -160,11 +178,13 @@ pub async fn set_quota(
     headers: HeaderMap,
     body: Bytes,
 ) -> JsonResult {
-    let who = authorize(&state, &headers)?;
+    let who = authenticate(&state, &headers)?.require(Right::Operate)?;
     let request: SetBudget = parse(&body)?;
     let spec = BudgetSpec {
         max_lease_tokens: 0,
         max_debt_tokens: request.tokens_per_day / 20,
+        rate_tokens_per_s: request.tokens_per_second,
+        max_concurrency: request.max_concurrency,
         ..BudgetSpec::daily(request.tokens_per_day)
     };
     node(&state)?
@@ -177,7 +197,7 @@ pub async fn set_quota(
 }
 
 pub async fn list_overrides(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     match node(&state)?
         .read(ReadQuery::Overrides)
         .await
@@ -205,7 +225,7 @@ pub async fn propose_override(
     headers: HeaderMap,
     body: Bytes,
 ) -> JsonResult {
-    let who = authorize(&state, &headers)?;
+    let who = authenticate(&state, &headers)?.require(Right::Operate)?;
     let request: ProposeOverride = parse(&body)?;
     let duration = request
         .duration_secs
@@ -241,7 +261,7 @@ pub async fn approve_override(
     headers: HeaderMap,
     Path(id): Path<u64>,
 ) -> JsonResult {
-    let who = authorize(&state, &headers)?;
+    let who = authenticate(&state, &headers)?.require(Right::Approve)?;
     node(&state)?
         .approve_override(id, &who)
         .await
@@ -261,7 +281,7 @@ pub async fn revoke_override(
     Path(id): Path<u64>,
     body: Bytes,
 ) -> JsonResult {
-    let who = authorize(&state, &headers)?;
+    let who = authenticate(&state, &headers)?.require(Right::Approve)?;
     let request: Revoke = if body.is_empty() {
         Revoke::default()
     } else {
@@ -275,13 +295,59 @@ pub async fn revoke_override(
 }
 
 pub async fn audit(State(state): State<SharedState>, headers: HeaderMap) -> JsonResult {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     match node(&state)?
         .read(ReadQuery::Audit { after_seq: 0 })
         .await
         .map_err(ledger_error)?
     {
-        ReadAnswer::Audit(entries) => Ok(Json(json!({"entries": to_json(&entries)?}))),
+        // The ledger keeps only the newest entries: the first seq says what was evicted.
+        ReadAnswer::Audit(entries) => Ok(Json(json!({
+            "oldest_retained_seq": entries.first().map(|e| e.seq),
+            "entries": to_json(&entries)?
+        }))),
         _ => Err(ApiError::internal("unexpected ledger answer")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::StatusCode;
+
+    fn answer(error: LedgerError) -> (StatusCode, String, Option<u64>) {
+        let api = ledger_error(error);
+        (api.status, api.code.to_owned(), api.retry_after)
+    }
+
+    #[test]
+    fn ledger_failures_answer_clear_openai_shaped_errors() {
+        let unavailable = [
+            LedgerError::NoLeader,
+            LedgerError::Unreachable("timeout".into()),
+            LedgerError::Raft("not enough for a quorum".into()),
+        ];
+        for error in unavailable {
+            assert_eq!(
+                answer(error),
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "quota_ledger_unreachable".into(),
+                    Some(1)
+                )
+            );
+        }
+        assert_eq!(
+            answer(LedgerError::OutcomeUnknown("no commit in 3s".into())),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "outcome_unknown".into(),
+                Some(1)
+            )
+        );
+        assert_eq!(
+            answer(LedgerError::Rejected("two-person rule".into())),
+            (StatusCode::CONFLICT, "rejected_by_ledger".into(), None)
+        );
     }
 }

@@ -8,7 +8,7 @@ mod ops;
 mod warmup;
 
 use axum::Router;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 
 use crate::error::ApiError;
 use crate::state::SharedState;
@@ -62,6 +62,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/admin/ledger/local", get(chaos::local_state))
         .route("/admin/ledger/spend-report", post(chaos::spend_report))
         .route("/admin/ledger/affinity", post(chaos::record_affinity))
+        .route("/admin/chaos/clock", put(chaos::skew_clock))
         .fallback(not_found)
         .with_state(state)
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 use switchyard_warmup::{DegradationError, Level};
 
-use super::admin::authorize;
+use super::admin::{Right, authenticate};
 use crate::error::ApiError;
 use crate::state::SharedState;
 
@@ -23,7 +23,7 @@ pub async fn warmup(
     State(state): State<SharedState>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     let manager = &state.warmup.manager;
     let report = manager.report();
     let configured: Vec<Arc<str>> = report.resources.iter().map(|r| r.name.clone()).collect();
@@ -38,7 +38,7 @@ pub async fn degradation(
     State(state): State<SharedState>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    authorize(&state, &headers)?;
+    authenticate(&state, &headers)?.require(Right::Read)?;
     let status = state.warmup.controller.status().await;
     Ok(Json(
         serde_json::to_value(status).map_err(|e| ApiError::internal(e.to_string()))?,
@@ -64,7 +64,7 @@ pub async fn force_degradation(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let who = authorize(&state, &headers)?;
+    let who = authenticate(&state, &headers)?.require(Right::Operate)?;
     let request: ForceRequest = json_body(
         &body,
         r#"{"level": 0-3, "reason": "..."} or {"release": true, "reason": "..."}"#,
@@ -117,7 +117,7 @@ pub async fn drill(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let who = authorize(&state, &headers)?;
+    let who = authenticate(&state, &headers)?.require(Right::Operate)?;
     let request: DrillRequest = json_body(&body, r#"{"level": 0-3}"#)?;
     let report = state
         .warmup

@@ -1,6 +1,6 @@
 //! What the request path learns when a response has ended: the tokens it was settled with
-//! and, for a non-streaming answer that asked for it, the body — to book spend by purpose
-//! and fill the response cache without making the streamed path buffer anything else.
+//! and, when the hook asked for it, the body (a stream's SSE bytes as sent) — to book spend
+//! by purpose and fill the response cache; bounded, and nothing is copied unless asked.
 
 use bytes::{Bytes, BytesMut};
 use http::StatusCode;
@@ -13,7 +13,7 @@ pub struct Finished {
     pub tokens: u64,
     /// The worker's body broke, or the client went away before the end.
     pub incomplete: bool,
-    /// The whole body, when capture was asked for, the response was not a stream and it fit.
+    /// The whole body (for a stream, its SSE bytes), when capture was asked for and it fit.
     pub body: Option<Bytes>,
 }
 

@@ -64,10 +64,11 @@ pub struct MeteredBody {
 
 impl MeteredBody {
     pub fn new(inner: Incoming, meter: ResponseMeter, is_sse: bool) -> Self {
-        let capture_limit = match &meter.on_finish {
-            Some(hook) if !is_sse => hook.capture_limit,
-            _ => 0,
-        };
+        // Streams are captured too when the hook asks (the response cache assembles them).
+        let capture_limit = meter
+            .on_finish
+            .as_ref()
+            .map_or(0, |hook| hook.capture_limit);
         Self {
             capture: Capture::new(capture_limit),
             inner,

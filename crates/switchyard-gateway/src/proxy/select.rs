@@ -184,3 +184,70 @@ fn fallback(
     };
     Ok((chosen, decision))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::openai::{Route, parse};
+    use std::sync::Arc;
+    use switchyard_core::WorkerId;
+    use switchyard_router::{
+        CacheAwarePolicy, Candidate, DiscardAffinity, RouteRequest, RouterClock, RoutingConfig,
+        RoutingPolicy, USER_TURN_MARKER,
+    };
+
+    fn replica() -> CacheAwarePolicy {
+        let config = RoutingConfig::default();
+        let policy = CacheAwarePolicy::new(
+            config.cache_aware.clone(),
+            &config.consistent_hash,
+            config.routing_key.clone(),
+            RouterClock::system(),
+            Arc::new(DiscardAffinity),
+        )
+        .unwrap();
+        for id in 0..4 {
+            policy.worker_added(WorkerId(id), &format!("w{id}"));
+        }
+        policy
+    }
+
+    /// The router names a conversation by the opening of the prompt this gateway flattens:
+    /// two replicas that each see one turn, with opposite load views, pick the same worker.
+    #[test]
+    fn flattened_turns_of_one_conversation_route_alike_on_two_replicas() {
+        let system = "be brief and precise. ".repeat(20);
+        let one = format!(
+            r#"{{"model":"m","user":"u7","messages":[{{"role":"system","content":"{system}"}},{{"role":"user","content":"hi"}}]}}"#
+        );
+        let two = format!(
+            r#"{{"model":"m","user":"u7","messages":[{{"role":"system","content":"{system}"}},{{"role":"user","content":"hi"}},{{"role":"assistant","content":"hello"}},{{"role":"user","content":"more"}}]}}"#
+        );
+        let one = parse(Route::ChatCompletions, one.as_bytes()).unwrap();
+        let two = parse(Route::ChatCompletions, two.as_bytes()).unwrap();
+        assert!(one.prompt.contains(USER_TURN_MARKER));
+        let request = |prompt| RouteRequest {
+            prompt,
+            session_id: None,
+            user: Some("u7"),
+        };
+        let idle: Vec<Candidate> = (0..4)
+            .map(|id| Candidate {
+                id: WorkerId(id),
+                in_flight: 0,
+            })
+            .collect();
+        let home = replica()
+            .select(&request(&one.prompt), &idle)
+            .unwrap()
+            .worker;
+        let busy_home: Vec<Candidate> = idle
+            .iter()
+            .map(|c| Candidate {
+                in_flight: if c.id == home { 6 } else { 0 },
+                ..*c
+            })
+            .collect();
+        let second = replica().select(&request(&two.prompt), &busy_home).unwrap();
+        assert_eq!(second.worker, home, "{}", second.branch);
+    }
+}

@@ -1,5 +1,6 @@
-//! The controller's clock tick: once a second, the budget water level of the busiest
-//! budgeted scope and the overload detector's state go to `DegradationController::evaluate`,
+//! The controller's clock tick: once a second, the fleet's budget water level (spend over
+//! limit across budgeted callers) and the overload detector's state go to
+//! `DegradationController::evaluate`,
 //! and the gateway's retry amplification to the warmup books. Plus the follower that
 //! hot-reloads `[warmup]` and `[degradation]`.
 
@@ -47,10 +48,9 @@ pub async fn evaluate_once(state: &AppState) -> Evaluation {
 
 pub fn signals(state: &AppState) -> Signals {
     Signals {
-        water_level: state
-            .admission
-            .busiest_water_level()
-            .map(|(_, level)| level),
+        // The fleet's budget, not the busiest tenant's: one tenant near its own limit
+        // degrades only its own requests (`warmup::front`), never everybody's.
+        water_level: state.admission.fleet_water_level(),
         overload: match state.admission.state() {
             GatewayState::Normal => OverloadState::Normal,
             GatewayState::Overloaded => OverloadState::Overloaded,

@@ -17,6 +17,7 @@ use switchyard_warmup::{
     ResourceKind, Verdict, WarmupError, WarmupExecutor, WarmupOutcome, WarmupResource,
 };
 
+use super::business_latency::WarmupTtfts;
 use super::landings::Landings;
 use super::{StateSlot, business_reachable};
 use crate::error::ApiError;
@@ -33,11 +34,16 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) struct GatewayWarmupExecutor {
     slot: StateSlot,
     landings: Arc<Landings>,
+    ttfts: Arc<WarmupTtfts>,
 }
 
 impl GatewayWarmupExecutor {
-    pub(crate) fn new(slot: StateSlot, landings: Arc<Landings>) -> Self {
-        Self { slot, landings }
+    pub(crate) fn new(slot: StateSlot, landings: Arc<Landings>, ttfts: Arc<WarmupTtfts>) -> Self {
+        Self {
+            slot,
+            landings,
+            ttfts,
+        }
     }
 }
 
@@ -50,7 +56,7 @@ impl WarmupExecutor for GatewayWarmupExecutor {
             .ok_or_else(|| WarmupError::Failed("the gateway is not serving yet".into()))?;
         let outcome = match resource.kind {
             ResourceKind::Instance | ResourceKind::Cache => {
-                through_front_door(&state, resource).await
+                through_front_door(&state, resource, &self.ttfts).await
             }
             ResourceKind::Connection => open_connection(&state, resource).await,
             ResourceKind::Context => refresh_models(&state).await,
@@ -86,6 +92,7 @@ pub(crate) fn warmup_body(resource: &WarmupResource, model: &str) -> Value {
 async fn through_front_door(
     state: &Arc<AppState>,
     resource: &WarmupResource,
+    ttfts: &WarmupTtfts,
 ) -> Result<WarmupOutcome, WarmupError> {
     let model = resource
         .target
@@ -132,11 +139,25 @@ async fn through_front_door(
         .get(WORKER_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let read = http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect();
+    let read = async {
+        let mut body = http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES);
+        let (mut answer, mut first_frame_seen) = (Vec::new(), false);
+        while let Some(frame) = body.frame().await {
+            if let Some(data) = frame?.data_ref() {
+                if !first_frame_seen {
+                    // The moment the gateway's TTFT histogram counted this warmup.
+                    first_frame_seen = true;
+                    ttfts.record(ctx.started.elapsed());
+                }
+                answer.extend_from_slice(data);
+            }
+        }
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(answer)
+    };
     let answer = match tokio::time::timeout(request_timeout, read).await {
         Err(_) => return Err(WarmupError::TimedOut),
         Ok(Err(error)) => return Err(WarmupError::Failed(format!("answer unreadable: {error}"))),
-        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Ok(answer)) => answer,
     };
     if !status.is_success() {
         let excerpt: String = String::from_utf8_lossy(&answer).chars().take(200).collect();

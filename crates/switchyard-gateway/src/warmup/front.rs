@@ -1,8 +1,10 @@
 //! The request path's part, between parsing and admission: the degradation verdict for the
-//! caller, the model downgrade chain (with prompt normalisation and disclosure), the cache
-//! fallback and the friendly error, then lazy (L2) warmup of the resources the request needs;
-//! after the worker answered, `note_use` (hit accounting) and, when the response ends,
-//! `note_spend` and the response-cache fill.
+//! caller (the gateway-wide level, made stricter only by this caller's own budget), the model
+//! downgrade chain (with prompt normalisation and disclosure), the cache fallback (as SSE for
+//! streaming requests) and the friendly error, then lazy (L2) warmup of the resources the
+//! request needs; after the worker answered, `note_use` (hit accounting) and, when the
+//! response ends, `note_spend` and the response-cache fill (streamed answers assembled from
+//! their deltas).
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
@@ -11,7 +13,10 @@ use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 use std::sync::Arc;
 use switchyard_core::RequestTags;
-use switchyard_warmup::downgrade::{CachedAnswer, FRESH_HEADER, Notice, normalise_chat};
+use switchyard_warmup::degradation::CallerSignals;
+use switchyard_warmup::downgrade::{
+    CachedAnswer, FRESH_HEADER, Notice, completion_from_sse, normalise_chat, sse_from_completion,
+};
 use switchyard_warmup::{
     CacheKey, CacheLookup, DegradationConfig, DowngradeRequest, DowngradeStep, Verdict,
     degraded_headers, friendly_error, plan_downgrade,
@@ -25,8 +30,12 @@ use crate::proxy::WORKER_HEADER;
 use crate::proxy::finish::FinishHook;
 use crate::proxy::forward::RequestContext;
 
-/// Largest answer copied for the response cache (the cache itself keeps less per shard).
+/// Largest answer copied for the response cache (the cache itself keeps less per shard);
+/// also the bound on the text assembled from a streamed answer.
 const MAX_CAPTURE_BYTES: usize = 4 << 20;
+/// Largest streamed answer copied for the response cache: SSE framing costs several times
+/// the text (a JSON chunk per token), and every open stream holds its copy until it ends.
+const MAX_STREAM_CAPTURE_BYTES: usize = 1 << 20;
 
 pub(crate) enum Plan {
     /// Answered here: the cache fallback or the friendly error.
@@ -54,29 +63,46 @@ pub(crate) async fn plan(
     let state = ctx.state;
     let runtime = &state.warmup;
     let view = runtime.view.load_full();
-    let verdict = view.allows(&tags);
+    let degradation = runtime.controller.config();
+    let caller = CallerSignals {
+        water_level: state.admission.caller_water_level(&tags),
+        lowest_served: state.admission.lowest_served_priority(),
+    };
+    let decision = view.allows_for(&tags, &caller, &degradation);
+    let verdict = decision.verdict;
+    if decision.caller_level > view.level {
+        tracing::debug!(
+            caller_level = %decision.caller_level,
+            ?verdict,
+            "the caller's own budget degrades its request"
+        );
+    }
     runtime
         .metrics
         .verdicts
         .with_label_values(&[verdict_label(verdict)])
         .inc();
-    let degradation = runtime.controller.config();
     let alias = parsed.model.clone();
     let mut request = RequestText::new(ctx.route, bytes.clone());
     match verdict {
         Verdict::Fallback => {
             record(runtime, &DowngradeStep::FriendlyError);
-            return Ok(Plan::Answer(friendly(ctx, &degradation, &alias)));
+            return Ok(Plan::Answer(friendly(ctx, &degradation, &alias, &tags)));
         }
         Verdict::ServeAt(priority) => tags.priority = priority,
         Verdict::Serve | Verdict::CachedOrWarmedOnly => {}
+    }
+    if decision.cache_first && degradation.cache.enabled && caches(&degradation, &alias) {
+        if let Some(answer) = cached_answer(ctx, runtime, &parsed, &mut request) {
+            return Ok(Plan::Answer(answer));
+        }
     }
     let (parsed, bytes, disclosure) = if degradation.chain(&alias).is_some()
         || verdict == Verdict::CachedOrWarmedOnly
     {
         let wanted = DowngradeRequest {
             alias: &alias,
-            skip: view.downgrade_skip(&tags),
+            skip: decision.downgrade_skip,
             cache_only: false,
         };
         let mut step = plan_downgrade(&degradation, &wanted, |m| has_routable_worker(state, m));
@@ -96,12 +122,13 @@ pub(crate) async fn plan(
         let model = match &step {
             DowngradeStep::Model { model, .. } => model.clone(),
             DowngradeStep::CacheFallback => {
-                let answer = cache_fallback(ctx, runtime, &degradation, &parsed, &mut request);
+                let answer =
+                    cache_fallback(ctx, runtime, &degradation, &parsed, &tags, &mut request);
                 return Ok(Plan::Answer(answer));
             }
             DowngradeStep::FriendlyError => {
                 record(runtime, &step);
-                return Ok(Plan::Answer(friendly(ctx, &degradation, &alias)));
+                return Ok(Plan::Answer(friendly(ctx, &degradation, &alias, &tags)));
             }
         };
         record(runtime, &step);
@@ -125,7 +152,7 @@ pub(crate) async fn plan(
             tracing::debug!(resource = %name, ?outcome, "lazy warmup");
         }
     }
-    let cache_key = if degradation.cache.enabled && !parsed.stream && caches(&degradation, &alias) {
+    let cache_key = if degradation.cache.enabled && caches(&degradation, &alias) {
         request.cache_key(&alias)
     } else {
         None
@@ -141,8 +168,9 @@ pub(crate) async fn plan(
 }
 
 impl Planned {
-    /// Books the settled spend by purpose and offers a successful non-streaming answer to
-    /// the response cache.
+    /// Books the settled spend by purpose and offers a successful answer to the response
+    /// cache: a non-streaming body as is, a stream assembled from its SSE deltas (only a
+    /// stream that finished with `[DONE]`; tool calls and oversized text are not cached).
     pub(crate) fn finish_hook(&self, runtime: &WarmupRuntime) -> FinishHook {
         let manager = runtime.manager.clone();
         let purpose = self.tags.purpose;
@@ -154,7 +182,12 @@ impl Planned {
                 self.parsed.model.clone(),
             )
         });
-        let limit = if fill.is_some() { MAX_CAPTURE_BYTES } else { 0 };
+        let stream = self.parsed.stream;
+        let limit = match (&fill, stream) {
+            (None, _) => 0,
+            (Some(_), true) => MAX_STREAM_CAPTURE_BYTES,
+            (Some(_), false) => MAX_CAPTURE_BYTES,
+        };
         FinishHook::new(limit, move |finished| {
             manager.note_spend(purpose, finished.tokens);
             let Some((key, cache, metrics, model)) = fill else {
@@ -163,8 +196,15 @@ impl Planned {
             let outcome = if !finished.status.is_success() || finished.incomplete {
                 "not_ok"
             } else {
-                match finished.body.map(|body| String::from_utf8(body.to_vec())) {
-                    Some(Ok(body)) => {
+                let body = finished.body.and_then(|body| {
+                    if stream {
+                        completion_from_sse(&body, MAX_CAPTURE_BYTES)
+                    } else {
+                        String::from_utf8(body.to_vec()).ok()
+                    }
+                });
+                match body {
+                    Some(body) => {
                         cache.insert(key, &model, body);
                         "stored"
                     }
@@ -265,48 +305,68 @@ fn retarget(
     Ok((parsed, bytes, notices))
 }
 
-/// A cached answer when one may be served (not time-sensitive, not a stream, young
-/// enough), else the friendly error.
+/// A cached answer when one may be served (not time-sensitive, young enough), as SSE for
+/// a streaming request, else the friendly error.
 fn cache_fallback(
     ctx: &RequestContext<'_>,
     runtime: &WarmupRuntime,
     degradation: &DegradationConfig,
     parsed: &ParsedRequest,
+    tags: &RequestTags,
     request: &mut RequestText,
 ) -> Response {
+    match cached_answer(ctx, runtime, parsed, request) {
+        Some(answer) => answer,
+        None => {
+            record(runtime, &DowngradeStep::FriendlyError);
+            friendly(ctx, degradation, parsed.model.as_str(), tags)
+        }
+    }
+}
+
+/// The cached answer to this request when one may be served (not time-sensitive, young
+/// enough): the stored completion, or replayed as SSE for a streaming request.
+fn cached_answer(
+    ctx: &RequestContext<'_>,
+    runtime: &WarmupRuntime,
+    parsed: &ParsedRequest,
+    request: &mut RequestText,
+) -> Option<Response> {
     let fresh = ctx
         .client_headers
         .get(FRESH_HEADER)
         .and_then(|v| v.to_str().ok());
-    let alias = parsed.model.as_str();
-    let lookup = match request.cache_key(alias) {
-        Some(key) if !parsed.stream => Some(runtime.cache.lookup(&key, request.text(), fresh)),
+    let lookup = request
+        .cache_key(parsed.model.as_str())
+        .map(|key| runtime.cache.lookup(&key, request.text(), fresh));
+    let hit = match lookup {
+        Some(CacheLookup::Hit { answer, age }) => {
+            let body = if parsed.stream {
+                sse_from_completion(&answer.body).map(|sse| (sse, "text/event-stream"))
+            } else {
+                Some((answer.body.clone(), "application/json"))
+            };
+            body.map(|body| (answer, age, body))
+        }
         _ => None,
     };
-    match lookup {
-        Some(CacheLookup::Hit { answer, age }) => {
-            let step = DowngradeStep::CacheFallback;
-            record(runtime, &step);
-            cached(ctx, &answer, degraded_headers(&step, &[], Some(age)))
-        }
-        _ => {
-            record(runtime, &DowngradeStep::FriendlyError);
-            friendly(ctx, degradation, alias)
-        }
-    }
+    let (answer, age, (body, content_type)) = hit?;
+    let step = DowngradeStep::CacheFallback;
+    record(runtime, &step);
+    let disclosure = degraded_headers(&step, &[], Some(age));
+    Some(cached(ctx, &answer, body, content_type, disclosure))
 }
 
 fn cached(
     ctx: &RequestContext<'_>,
     answer: &CachedAnswer,
+    body: String,
+    content_type: &'static str,
     disclosure: Vec<(&'static str, String)>,
 ) -> Response {
     count(ctx, StatusCode::OK, "cache");
-    let mut response = (
-        [(header::CONTENT_TYPE, "application/json")],
-        answer.body.clone(),
-    )
-        .into_response();
+    tracing::debug!(model = %answer.model, content_type, "answered from the response cache");
+    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     let headers = response.headers_mut();
     for (name, value) in disclosure {
         if let Ok(value) = HeaderValue::from_str(&value) {
@@ -317,14 +377,19 @@ fn cached(
 }
 
 /// The last link of every chain: an OpenAI-shaped 503 the client can show as is, with the
-/// admission layer's jittered `Retry-After`.
-fn friendly(ctx: &RequestContext<'_>, degradation: &DegradationConfig, alias: &str) -> Response {
+/// admission layer's jittered `Retry-After` for this client's own retry count.
+fn friendly(
+    ctx: &RequestContext<'_>,
+    degradation: &DegradationConfig,
+    alias: &str,
+    tags: &RequestTags,
+) -> Response {
     let error = friendly_error(degradation, alias);
     let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     count(ctx, status, "none");
     let retry = switchyard_admission::retry_after(
         &ctx.state.admission.config().retry_after,
-        0,
+        switchyard_admission::exponent(tags.client_retry, None),
         &mut rand::rng(),
     );
     let mut response = (status, Json(error.body)).into_response();

@@ -12,6 +12,7 @@
 //!   downgrade chain, the cache fallback, lazy (L2) warmup and `note_use`/`note_spend`.
 
 mod actions;
+mod business_latency;
 mod evaluator;
 mod executor;
 pub(crate) mod front;
@@ -61,6 +62,8 @@ pub struct WarmupRuntime {
     pub cache: Arc<ResponseCache>,
     /// Where each resource's last warmup landed.
     pub landings: Arc<Landings>,
+    /// Warmup requests' TTFTs, taken out of the business latency the ramp compares with.
+    pub(crate) warmup_ttfts: Arc<business_latency::WarmupTtfts>,
     pub(crate) metrics: Arc<FrontMetrics>,
 }
 
@@ -124,9 +127,11 @@ pub async fn start(
     let clock = clock.unwrap_or_else(WallClock::system);
     let slot: StateSlot = Arc::new(OnceLock::new());
     let landings = Arc::new(Landings::default());
+    let warmup_ttfts = Arc::new(business_latency::WarmupTtfts::default());
     let executor = Arc::new(executor::GatewayWarmupExecutor::new(
         Arc::clone(&slot),
         Arc::clone(&landings),
+        Arc::clone(&warmup_ttfts),
     ));
     let options = WarmupOptions {
         clock: clock.clone(),
@@ -163,6 +168,7 @@ pub async fn start(
         controller,
         cache: Arc::new(cache),
         landings,
+        warmup_ttfts,
         metrics: Arc::new(FrontMetrics::new(registry)?),
     };
     Ok(WarmupStart {
@@ -196,6 +202,7 @@ impl WarmupStart {
             manager_join: self.manager_join,
             reload_pump: self.reload_pump,
             evaluator: evaluator::spawn(Arc::downgrade(state)),
+            latency_feed: business_latency::spawn(Arc::downgrade(state)),
         }
     }
 }
@@ -206,11 +213,13 @@ pub struct WarmupTasks {
     manager_join: JoinHandle<()>,
     reload_pump: JoinHandle<()>,
     evaluator: JoinHandle<()>,
+    latency_feed: JoinHandle<()>,
 }
 
 impl WarmupTasks {
     pub async fn stop(self) {
         self.evaluator.abort();
+        self.latency_feed.abort();
         self.reload_pump.abort();
         self.manager.stop();
         let _ = self.manager_join.await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-use super::{LeaseTable, LocalLease};
+use super::{LeaseTable, LocalLease, UNLIMITED_SHARE};
 use crate::command::{Command, CommandResponse, LeaseDenied, PoolId};
 use crate::config::LeaseConfig;
 use crate::error::LedgerError;
@@ -48,13 +48,53 @@ impl LeaseKeeper {
             if let Some(demand) = self.due(&lease, now) {
                 self.renew(&lease, demand).await;
             }
-            let remaining = lease.snapshot().remaining(self.table.clock().now());
-            self.core
-                .metrics
-                .lease_remaining_tokens
-                .with_label_values(&[&pool_label(&lease.pool)])
-                .set(i64::try_from(remaining).unwrap_or(i64::MAX));
+            self.publish_lease(&lease);
         }
+        self.publish_applied_counters();
+    }
+
+    fn publish_lease(&self, lease: &LocalLease) {
+        let metrics = &self.core.metrics;
+        let label = pool_label(&lease.pool);
+        let remaining = lease.snapshot().remaining(self.table.clock().now());
+        metrics
+            .lease_remaining_tokens
+            .with_label_values(&[&label])
+            .set(gauge(remaining));
+        if matches!(lease.pool, PoolId::Budget(_)) {
+            let shares = lease.shares();
+            let share = |value: u64| match value {
+                UNLIMITED_SHARE => -1,
+                value => gauge(value),
+            };
+            metrics
+                .lease_rate_share
+                .with_label_values(&[&label])
+                .set(share(shares.rate_per_s()));
+            metrics
+                .lease_concurrency_share
+                .with_label_values(&[&label])
+                .set(share(shares.concurrency()));
+        }
+    }
+
+    /// The replicated lease counters as of the applied index this node has reached.
+    fn publish_applied_counters(&self) {
+        let counters = self.table.view().counters;
+        let metrics = &self.core.metrics;
+        for (event, value) in [
+            ("grant", counters.lease_grants),
+            ("denial", counters.lease_denials),
+            ("expiry", counters.lease_expiries),
+        ] {
+            metrics
+                .applied_lease_events
+                .with_label_values(&[event])
+                .set(gauge(value));
+        }
+        metrics
+            .applied_expiry_charged_tokens
+            .set(gauge(counters.lease_tokens_charged_on_expiry));
     }
 
     /// The demand to ask for if the lease should be renewed now.
@@ -124,10 +164,8 @@ impl LeaseKeeper {
                 "unreachable"
             }
         };
-        self.table.set_reachable(!matches!(
-            result,
-            Err(LedgerError::NoLeader | LedgerError::Unreachable(_) | LedgerError::Raft(_))
-        ));
+        self.table
+            .set_reachable(!matches!(&result, Err(e) if LedgerError::is_unavailable(e)));
         self.core
             .metrics
             .lease_requests
@@ -162,6 +200,10 @@ impl LeaseKeeper {
                 .inc();
         }
     }
+}
+
+fn gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 pub(crate) fn pool_label(pool: &PoolId) -> String {

@@ -5,6 +5,7 @@
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
+use super::shares::{ShareLimiter, ShareMiss};
 use crate::command::{LeaseGrant, LeaseRequest, NodeId, PoolId};
 
 /// Why a reservation could not be taken from the lease.
@@ -66,14 +67,41 @@ impl LeaseSnapshot {
 pub struct LocalLease {
     pub pool: PoolId,
     counters: Mutex<Counters>,
+    /// The grant's rate and concurrency shares (budgets only; overrides add tokens, not rate).
+    shares: ShareLimiter,
 }
 
 impl LocalLease {
-    pub fn new(pool: PoolId) -> Self {
+    /// `origin` is any instant of the clock the hot path will pass in (the bucket's zero).
+    pub fn new(pool: PoolId, origin: Instant) -> Self {
         Self {
             pool,
             counters: Mutex::new(Counters::default()),
+            shares: ShareLimiter::new(origin),
         }
+    }
+
+    pub fn shares(&self) -> &ShareLimiter {
+        &self.shares
+    }
+
+    /// Hot path, before the tokens: a rate and concurrency slot within this node's shares.
+    pub fn try_acquire_shares(&self, tokens: u64, now: Instant) -> Result<(), ShareMiss> {
+        self.shares.try_acquire(tokens, now)
+    }
+
+    /// Gives back the slot and settles the bucket (refund or overshoot).
+    pub fn release_shares(&self, estimate: u64, actual: u64) {
+        self.shares.release(estimate, actual);
+    }
+
+    /// A reservation the shares refused still counts as demand; with no share at all the
+    /// keeper is asked to renew soon (another node may have given some back).
+    pub fn note_refused_demand(&self, tokens: u64) {
+        let no_share = self.shares.rate_per_s() == 0 || self.shares.concurrency() == 0;
+        let mut c = self.counters.lock();
+        c.asked = c.asked.saturating_add(tokens);
+        c.starved |= no_share;
     }
 
     /// Hot path: takes `tokens` if the lease is live and has them.
@@ -193,6 +221,8 @@ impl LocalLease {
         }
         c.granted_total = grant.granted_total;
         c.max_debt = grant.max_debt_tokens;
+        self.shares
+            .set_shares(grant.rate_share_per_s, grant.concurrency_share);
         let ttl = Duration::from_millis(grant.ttl_ms);
         c.deadline = ttl.checked_sub(margin).map(|usable| sent_at + usable);
         c.expiry_counted = false;
@@ -234,14 +264,14 @@ mod tests {
             max_debt_tokens: 10,
             expires_at_ms: 0,
             ttl_ms,
-            rate_share_per_s: 0,
-            concurrency_share: 0,
+            rate_share_per_s: crate::lease::UNLIMITED_SHARE,
+            concurrency_share: crate::lease::UNLIMITED_SHARE,
         }
     }
 
     #[test]
     fn reservations_stop_at_the_grant_and_at_the_deadline_minus_margin() {
-        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")));
+        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
         let t0 = Instant::now();
         assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::NoLease));
         lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::from_secs(1), t0);
@@ -254,7 +284,7 @@ mod tests {
 
     #[test]
     fn settlement_refunds_and_debt_is_bounded() {
-        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")));
+        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
         let t0 = Instant::now();
         lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::ZERO, t0);
         lease.try_reserve(50, t0).unwrap();
@@ -269,7 +299,7 @@ mod tests {
 
     #[test]
     fn renewal_caps_spending_before_sending_and_new_epochs_carry_inflight() {
-        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")));
+        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
         let t0 = Instant::now();
         lease.apply_grant(&grant(1, 1000, 10_000), t0, Duration::ZERO, t0);
         lease.try_reserve(100, t0).unwrap();

@@ -4,14 +4,16 @@
 
 pub(crate) mod keeper;
 mod local;
+mod shares;
 
 pub use local::{LeaseMiss, LeaseSnapshot, LocalLease};
+pub use shares::{BURST, ShareLimiter, ShareMiss, UNLIMITED_SHARE};
 
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use switchyard_core::{Clock, QuotaError, QuotaScope, SpendTags};
+use switchyard_core::{Clock, FleetLimit, QuotaError, QuotaScope, SpendTags};
 use tokio::sync::Notify;
 
 use crate::command::PoolId;
@@ -45,6 +47,17 @@ pub enum Decision {
     Exhausted,
     Unreachable,
     Pending,
+    /// This node's share of the fleet-wide token rate is used up for now.
+    RateLimited,
+    /// This node's share of the fleet-wide concurrency is in flight.
+    ConcurrencyLimited,
+}
+
+/// A refused reservation: the error for admission and the branch for metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub decision: Decision,
+    pub error: QuotaError,
 }
 
 pub struct LeaseTable {
@@ -72,6 +85,10 @@ impl LeaseTable {
 
     pub(crate) fn set(&self) -> arc_swap::Guard<Arc<LeaseSet>> {
         self.set.load()
+    }
+
+    pub(crate) fn view(&self) -> arc_swap::Guard<Arc<LedgerView>> {
+        self.view.load()
     }
 
     pub(crate) fn kicked(&self) -> &Notify {
@@ -113,11 +130,10 @@ impl LeaseTable {
         let mut next = LeaseSet::default();
         for pool in view.pools.keys() {
             if let PoolId::Budget(scope) = pool {
-                let lease = current
-                    .budgets
-                    .get(scope)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(LocalLease::new(pool.clone())));
+                let lease =
+                    current.budgets.get(scope).cloned().unwrap_or_else(|| {
+                        Arc::new(LocalLease::new(pool.clone(), self.clock.now()))
+                    });
                 next.budgets.insert(scope.clone(), lease);
             }
         }
@@ -128,18 +144,26 @@ impl LeaseTable {
                 .iter()
                 .find(|(o, _)| o.id == active.id)
                 .map(|(_, lease)| lease.clone())
-                .unwrap_or_else(|| Arc::new(LocalLease::new(pool)));
+                .unwrap_or_else(|| Arc::new(LocalLease::new(pool, self.clock.now())));
             next.overrides.push((active.clone(), lease));
         }
         self.set.store(Arc::new(next));
         true
     }
 
-    /// The hot path: spend from the local lease, then from a covering override.
-    pub(crate) fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Decision, QuotaError> {
+    /// The hot path: a slot within this node's rate and concurrency shares, then tokens from
+    /// the local lease, then from a covering override.
+    pub(crate) fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Decision, Refused> {
         let set = self.set.load();
         let now = self.clock.now();
-        let miss = match set.budgets.get(&tags.scope) {
+        let budget = set.budgets.get(&tags.scope);
+        if let Some(lease) = budget
+            && let Err(miss) = lease.try_acquire_shares(tokens, now)
+        {
+            lease.note_refused_demand(tokens);
+            return Err(share_refusal(tags, miss));
+        }
+        let miss = match budget {
             Some(lease) => match lease.try_reserve(tokens, now) {
                 Ok(()) => return Ok(Decision::Lease),
                 Err(miss) => miss,
@@ -160,32 +184,39 @@ impl LeaseTable {
                 return Ok(Decision::Override);
             }
         }
+        if let Some(lease) = budget {
+            lease.release_shares(tokens, 0);
+        }
         Err(self.refusal(tags, miss))
     }
 
-    fn refusal(&self, tags: &SpendTags, miss: LeaseMiss) -> QuotaError {
+    fn refusal(&self, tags: &SpendTags, miss: LeaseMiss) -> Refused {
         let view = self.view.load();
         let reachable = self.ledger_reachable();
+        let unavailable = |decision, reason: &str| Refused {
+            decision,
+            error: QuotaError::Unavailable {
+                reason: reason.to_owned(),
+            },
+        };
         if !reachable && miss != LeaseMiss::Short {
-            return QuotaError::Unavailable {
-                reason: UNREACHABLE_REASON.to_owned(),
-            };
+            return unavailable(Decision::Unreachable, UNREACHABLE_REASON);
         }
         if let Some(pool) = view.budget(&tags.scope).filter(|p| p.committed >= p.limit) {
-            return QuotaError::Exhausted {
-                scope: tags.scope.clone(),
-                limit: pool.limit,
-                used: pool.committed,
+            return Refused {
+                decision: Decision::Exhausted,
+                error: QuotaError::Exhausted {
+                    scope: tags.scope.clone(),
+                    limit: pool.limit,
+                    used: pool.committed,
+                },
             };
         }
         self.kick.notify_one();
-        QuotaError::Unavailable {
-            reason: if reachable {
-                PENDING_REASON
-            } else {
-                UNREACHABLE_REASON
-            }
-            .to_owned(),
+        if reachable {
+            unavailable(Decision::Pending, PENDING_REASON)
+        } else {
+            unavailable(Decision::Unreachable, UNREACHABLE_REASON)
         }
     }
 
@@ -199,6 +230,11 @@ impl LeaseTable {
         actual: u64,
     ) -> u64 {
         let set = self.set.load();
+        // The reservation does not say whether it took a share slot; only one reserved while
+        // the scope had no local lease yet did not, and releasing it is harmless (saturating).
+        if let Some(budget) = set.budgets.get(&tags.scope) {
+            budget.release_shares(estimate, actual);
+        }
         let lease = if under_override {
             set.overrides
                 .iter()
@@ -230,8 +266,39 @@ impl LeaseTable {
         Some(used as f64 / pool.limit.max(1) as f64)
     }
 
+    /// This node's rate and concurrency shares of a budget: `(tokens/s, requests, in flight)`.
+    pub fn share_snapshot(&self, scope: &QuotaScope) -> Option<(u64, u64, u64)> {
+        self.set.load().budgets.get(scope).map(|lease| {
+            let shares = lease.shares();
+            (
+                shares.rate_per_s(),
+                shares.concurrency(),
+                shares.in_flight(),
+            )
+        })
+    }
+
     /// This node's lease on a budget, for tests and status pages.
     pub fn lease_snapshot(&self, scope: &QuotaScope) -> Option<LeaseSnapshot> {
         self.set.load().budgets.get(scope).map(|l| l.snapshot())
+    }
+}
+
+/// Rate and concurrency refusals are the caller's own quota (429 with `Retry-After`); the
+/// share named is this node's part of the fleet-wide limit.
+fn share_refusal(tags: &SpendTags, miss: ShareMiss) -> Refused {
+    let (decision, limit, share) = match miss {
+        ShareMiss::Rate { rate_per_s, .. } => (Decision::RateLimited, FleetLimit::Rate, rate_per_s),
+        ShareMiss::Concurrency { limit } => {
+            (Decision::ConcurrencyLimited, FleetLimit::Concurrency, limit)
+        }
+    };
+    Refused {
+        decision,
+        error: QuotaError::FleetShare {
+            scope: tags.scope.clone(),
+            limit,
+            share,
+        },
     }
 }

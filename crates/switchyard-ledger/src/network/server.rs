@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::{FROM_HEADER, SECRET_HEADER};
 use crate::codec::{decode, encode};
-use crate::command::Command;
+use crate::command::WriteRequest;
 use crate::error::WireError;
 use crate::node::core::{LedgerCore, MembershipChange};
 use crate::node::reads::ReadQuery;
@@ -99,11 +99,12 @@ async fn snapshot(State(core): State<Arc<LedgerCore>>, body: Bytes) -> Response 
 }
 
 async fn write(State(core): State<Arc<LedgerCore>>, body: Bytes) -> Response {
-    let command: Command = match decode(&body) {
-        Ok(command) => command,
+    let request: WriteRequest = match decode(&body) {
+        Ok(request) => request,
         Err(e) => return bad_request(e),
     };
-    let result = core.write_local(command).await;
+    // The forwarder gives up after its rpc timeout: waiting longer helps nobody.
+    let result = core.write_local(request, core.config.rpc_timeout).await;
     reply(&result.map_err(|e| WireError::from(&e)))
 }
 
@@ -112,7 +113,7 @@ async fn read(State(core): State<Arc<LedgerCore>>, body: Bytes) -> Response {
         Ok(query) => query,
         Err(e) => return bad_request(e),
     };
-    let result = core.read_local(&query).await;
+    let result = core.read_local(&query, core.config.rpc_timeout).await;
     reply(&result.map_err(|e| WireError::from(&e)))
 }
 
@@ -121,6 +122,8 @@ async fn membership(State(core): State<Arc<LedgerCore>>, body: Bytes) -> Respons
         Ok(change) => change,
         Err(e) => return bad_request(e),
     };
-    let result = core.change_membership_local(&change).await;
+    let result = core
+        .change_membership_local(&change, core.config.write_timeout)
+        .await;
     reply(&result.map_err(|e| WireError::from(&e)))
 }

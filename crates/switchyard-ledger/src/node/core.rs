@@ -7,12 +7,18 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 
+use super::attempt::{
+    RETRY_PAUSE, certainly_not_applied, lost_leadership, may_have_reached_the_handler, retryable,
+    wire_to_ledger,
+};
+use super::ledger_time::LeaderClock;
 use super::reads::{ReadAnswer, ReadQuery, answer};
 use crate::codec::{decode, encode};
-use crate::command::{Command, CommandResponse, LedgerRequest, NodeId};
+use crate::command::{Command, CommandResponse, LedgerRequest, NodeId, RequestId, WriteRequest};
 use crate::config::LedgerConfig;
 use crate::error::{LedgerError, WireError};
 use crate::metrics::LedgerMetrics;
@@ -45,6 +51,33 @@ pub(crate) struct LedgerCore {
     pub metrics: Arc<LedgerMetrics>,
     pub config: LedgerConfig,
     pub affinity: broadcast::Sender<AffinityRecord>,
+    pub request_ids: RequestIds,
+    pub leader_clock: LeaderClock,
+}
+
+/// Hands out the ids of this process's writes: `boot` keeps them fresh across restarts.
+pub(crate) struct RequestIds {
+    origin: u64,
+    boot: u64,
+    next: AtomicU64,
+}
+
+impl RequestIds {
+    pub fn new(origin: u64, boot: u64) -> Self {
+        Self {
+            origin,
+            boot,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    pub fn next(&self) -> RequestId {
+        RequestId {
+            origin: self.origin,
+            boot: self.boot,
+            seq: self.next.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 pub fn wall_clock_ms() -> u64 {
@@ -74,55 +107,110 @@ impl LedgerCore {
         }
     }
 
-    /// Proposes on this node only (it must be the leader); stamps the entry with this
-    /// leader's wall clock, which is the ledger's notion of time.
-    pub async fn write_local(&self, command: Command) -> Result<CommandResponse, LedgerError> {
-        let request = LedgerRequest {
-            ts_ms: wall_clock_ms(),
-            command,
+    /// Ledger time for an entry proposed now ([`LeaderClock`]: the wall clock read once per
+    /// term, then the monotonic clock).
+    fn stamp(&self) -> u64 {
+        let term = self.raft.metrics().borrow().current_term;
+        let applied = self.view.load().now_ms;
+        self.leader_clock.stamp(
+            term,
+            applied,
+            self.config.wall_clock.now_ms(),
+            Instant::now(),
+        )
+    }
+
+    /// Ledger time as this node would stamp it now (for deciding that the log is quiet).
+    pub fn ledger_now_ms(&self) -> u64 {
+        let term = self.raft.metrics().borrow().current_term;
+        let applied = self.view.load().now_ms;
+        self.leader_clock.peek(
+            term,
+            applied,
+            self.config.wall_clock.now_ms(),
+            Instant::now(),
+        )
+    }
+
+    /// Proposes on this node only (it must be the leader); stamps the entry with ledger time
+    /// as this leader keeps it. A leader that cannot commit within `within` (cut off from
+    /// its majority) answers `OutcomeUnknown`: the entry may still commit later, or be
+    /// dropped by the next leader.
+    pub async fn write_local(
+        &self,
+        request: WriteRequest,
+        within: Duration,
+    ) -> Result<CommandResponse, LedgerError> {
+        let entry = LedgerRequest {
+            ts_ms: self.stamp(),
+            request_id: request.id,
+            command: request.command,
         };
-        match self.raft.client_write(request).await {
-            Ok(response) => Ok(response.data),
-            Err(e) if e.forward_to_leader::<RaftNode>().is_some() => Err(LedgerError::NoLeader),
-            Err(e) => Err(LedgerError::Raft(e.to_string())),
+        match tokio::time::timeout(within, self.raft.client_write(entry)).await {
+            Ok(Ok(response)) => Ok(response.data),
+            Ok(Err(e)) if e.forward_to_leader::<RaftNode>().is_some() => Err(LedgerError::NoLeader),
+            Ok(Err(e)) => Err(LedgerError::Raft(e.to_string())),
+            Err(_) => Err(LedgerError::OutcomeUnknown(format!(
+                "not committed within {within:?}"
+            ))),
         }
     }
 
-    /// Writes through the leader, wherever it is; retries only while nothing was applied.
+    /// Writes through the leader, wherever it is. Every attempt carries the same request
+    /// id, so a retry after an ambiguous failure is answered with the first attempt's outcome
+    /// instead of applying twice; the whole call is bounded by the write timeout.
     pub async fn write(&self, command: Command) -> Result<CommandResponse, LedgerError> {
+        let request = WriteRequest {
+            id: Some(self.request_ids.next()),
+            command,
+        };
         let deadline = Instant::now() + self.config.write_timeout;
+        // Whether some attempt may have reached a leader's log: then giving up means the
+        // outcome is unknown, not that nothing happened.
+        let mut maybe_applied = false;
         loop {
-            let attempt = match self.route() {
-                Route::Local => ("local", self.write_local(command.clone()).await),
-                Route::Leader(addr) => ("forward", self.forward_write(&addr, &command).await),
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let (path, result) = match self.route() {
+                Route::Local => ("local", self.write_local(request.clone(), remaining).await),
+                Route::Leader(addr) => (
+                    "forward",
+                    self.forward_write(&addr, &request, remaining).await,
+                ),
                 Route::Unknown => ("none", Err(LedgerError::NoLeader)),
             };
-            let (path, result) = attempt;
             let outcome = match &result {
                 Ok(_) => "ok",
-                Err(LedgerError::NoLeader) => "retry",
+                Err(e) if retryable(e) => "retry",
                 Err(_) => "error",
             };
             self.metrics
                 .forwarded_writes
                 .with_label_values(&[path, outcome])
                 .inc();
-            match result {
-                Err(e) if retryable(&e, command.is_idempotent()) && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(25)).await;
-                }
+            let error = match result {
+                Err(e) if retryable(&e) => e,
                 other => return other,
+            };
+            maybe_applied |= !certainly_not_applied(&error);
+            if Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(match error {
+                    LedgerError::OutcomeUnknown(_) => error,
+                    _ if maybe_applied => LedgerError::OutcomeUnknown(error.to_string()),
+                    _ => error,
+                });
             }
+            tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
 
     async fn forward_write(
         &self,
         addr: &str,
-        command: &Command,
+        request: &WriteRequest,
+        within: Duration,
     ) -> Result<CommandResponse, LedgerError> {
         let answer: Result<CommandResponse, WireError> =
-            self.forward(addr, "/ledger/write", command).await?;
+            self.forward(addr, "/ledger/write", request, within).await?;
         answer.map_err(wire_to_ledger)
     }
 
@@ -131,50 +219,87 @@ impl LedgerCore {
         addr: &str,
         path: &str,
         request: &Req,
+        within: Duration,
     ) -> Result<Resp, LedgerError> {
         let body = encode(request)?;
+        let timeout = self.config.rpc_timeout.min(within);
         let bytes = self
             .transport
-            .post(None, addr, path, body, self.config.rpc_timeout)
+            .post(None, addr, path, body, timeout)
             .await
-            .map_err(|e| LedgerError::Unreachable(e.to_string()))?;
+            .map_err(|e| {
+                if may_have_reached_the_handler(&e) {
+                    LedgerError::Unreachable(e.to_string())
+                } else {
+                    LedgerError::NoLeader
+                }
+            })?;
         Ok(decode(&bytes)?)
     }
 
-    /// Answers from this node's state after the leader confirmed it is still leader and
-    /// this node applied everything committed before the read.
-    pub async fn read_local(&self, query: &ReadQuery) -> Result<ReadAnswer, LedgerError> {
-        match self.raft.ensure_linearizable().await {
-            Ok(_) => Ok(answer(&self.state.read(), query)),
-            Err(e) if e.forward_to_leader::<RaftNode>().is_some() => Err(LedgerError::NoLeader),
-            Err(e) => Err(LedgerError::Raft(e.to_string())),
+    /// Answers from this node's state after the leader confirmed, within `within`, that it
+    /// is still leader and this node applied everything committed before the read. A leader
+    /// that lost its quorum is no leader for reads: `NoLeader`, retried, then 503.
+    pub async fn read_local(
+        &self,
+        query: &ReadQuery,
+        within: Duration,
+    ) -> Result<ReadAnswer, LedgerError> {
+        match tokio::time::timeout(within, self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => Ok(answer(&self.state.read(), query)),
+            Ok(Err(e)) if lost_leadership(&e) => Err(LedgerError::NoLeader),
+            Ok(Err(e)) => Err(LedgerError::Raft(e.to_string())),
+            Err(_) => Err(LedgerError::NoLeader),
         }
     }
 
     pub async fn read(&self, query: ReadQuery) -> Result<ReadAnswer, LedgerError> {
         let deadline = Instant::now() + self.config.write_timeout;
         loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
             let result = match self.route() {
-                Route::Local => self.read_local(&query).await,
-                Route::Leader(addr) => match self.forward(&addr, "/ledger/read", &query).await {
-                    Ok(answer) => {
-                        let answer: Result<ReadAnswer, WireError> = answer;
-                        answer.map_err(wire_to_ledger)
+                Route::Local => self.read_local(&query, remaining).await,
+                Route::Leader(addr) => {
+                    match self.forward(&addr, "/ledger/read", &query, remaining).await {
+                        Ok(answer) => {
+                            let answer: Result<ReadAnswer, WireError> = answer;
+                            answer.map_err(wire_to_ledger)
+                        }
+                        Err(e) => Err(e),
                     }
-                    Err(e) => Err(e),
-                },
+                }
                 Route::Unknown => Err(LedgerError::NoLeader),
             };
             match result {
-                Err(e) if retryable(&e, true) && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(25)).await;
+                // A read changes nothing: any transient failure may be retried.
+                Err(e) if retryable(&e) && Instant::now() + RETRY_PAUSE < deadline => {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(LedgerError::OutcomeUnknown(message)) => {
+                    return Err(LedgerError::Unreachable(message));
                 }
                 other => return other,
             }
         }
     }
 
+    /// Changes membership on this node (it must be the leader); a leader that cannot commit
+    /// the change within `within` answers `OutcomeUnknown`.
     pub async fn change_membership_local(
+        &self,
+        change: &MembershipChange,
+        within: Duration,
+    ) -> Result<(), LedgerError> {
+        tokio::time::timeout(within, self.change_membership_unbounded(change))
+            .await
+            .unwrap_or_else(|_| {
+                Err(LedgerError::OutcomeUnknown(format!(
+                    "membership change not committed within {within:?}"
+                )))
+            })
+    }
+
+    async fn change_membership_unbounded(
         &self,
         change: &MembershipChange,
     ) -> Result<(), LedgerError> {
@@ -216,10 +341,14 @@ impl LedgerCore {
     pub async fn change_membership(&self, change: MembershipChange) -> Result<(), LedgerError> {
         let deadline = Instant::now() + self.config.write_timeout;
         loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
             let result = match self.route() {
-                Route::Local => self.change_membership_local(&change).await,
+                Route::Local => self.change_membership_local(&change, remaining).await,
                 Route::Leader(addr) => {
-                    match self.forward(&addr, "/ledger/membership", &change).await {
+                    match self
+                        .forward(&addr, "/ledger/membership", &change, remaining)
+                        .await
+                    {
                         Ok(answer) => {
                             let answer: Result<(), WireError> = answer;
                             answer.map_err(wire_to_ledger)
@@ -230,8 +359,9 @@ impl LedgerCore {
                 Route::Unknown => Err(LedgerError::NoLeader),
             };
             match result {
-                Err(e) if retryable(&e, true) && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(25)).await;
+                // Membership changes are idempotent (adding a member twice is a no-op).
+                Err(e) if retryable(&e) && Instant::now() + RETRY_PAUSE < deadline => {
+                    tokio::time::sleep(RETRY_PAUSE).await;
                 }
                 other => return other,
             }
@@ -250,20 +380,18 @@ impl LedgerCore {
     }
 }
 
-/// A failed attempt may be repeated when it certainly did not apply, or when applying the
-/// command twice is harmless.
-fn retryable(error: &LedgerError, idempotent: bool) -> bool {
-    match error {
-        LedgerError::NoLeader => true,
-        LedgerError::Unreachable(_) => idempotent,
-        _ => false,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn wire_to_ledger(error: WireError) -> LedgerError {
-    if error.retry {
-        LedgerError::NoLeader
-    } else {
-        LedgerError::Rejected(error.message)
+    #[test]
+    fn request_ids_are_unique_within_a_process_and_across_boots() {
+        let ids = RequestIds::new(3, 100);
+        let (a, b) = (ids.next(), ids.next());
+        assert_ne!(a, b);
+        assert_ne!(
+            RequestIds::new(3, 101).next(),
+            RequestIds::new(3, 100).next()
+        );
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::watch;
 
-use super::core::{LedgerCore, wall_clock_ms};
-use crate::command::Command;
+use super::core::LedgerCore;
+use crate::command::{Command, WriteRequest};
 use crate::metrics::ROLES;
 
 pub(crate) async fn run(
@@ -26,9 +26,15 @@ pub(crate) async fn run(
             break;
         }
         let is_leader = sample(&core, &committed);
-        let quiet_ms = wall_clock_ms().saturating_sub(core.view.load().now_ms);
+        let quiet_ms = core.ledger_now_ms().saturating_sub(core.view.load().now_ms);
         if is_leader && quiet_ms >= u64::try_from(interval.as_millis()).unwrap_or(u64::MAX) {
-            if let Err(e) = core.write_local(Command::Tick).await {
+            // A repeated tick is harmless: no request id. Bounded so a leader cut off from
+            // its majority keeps its gauges fresh.
+            let tick = WriteRequest {
+                id: None,
+                command: Command::Tick,
+            };
+            if let Err(e) = core.write_local(tick, interval).await {
                 tracing::debug!(error = %e, "tick not committed");
             }
         }

@@ -2,12 +2,15 @@
 //! background tasks (lease keeper, spend reporter, housekeeping). The Rust API here is what
 //! the gateway's admin endpoints and `switchyard ctl` call.
 
+mod attempt;
 pub(crate) mod core;
 mod housekeeping;
+mod ledger_time;
 mod operator;
 pub mod reads;
 
 pub use self::core::{MAX_VOTERS, MembershipChange, wall_clock_ms};
+pub(crate) use attempt::may_have_reached_the_handler;
 
 use arc_swap::ArcSwap;
 use openraft::{Config, ServerState, SnapshotPolicy};
@@ -19,9 +22,9 @@ use switchyard_core::Clock;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
-use self::core::LedgerCore;
+use self::core::{LedgerCore, RequestIds};
 use crate::command::NodeId;
-use crate::config::LedgerConfig;
+use crate::config::{LedgerConfig, LedgerWallClock};
 use crate::error::LedgerError;
 use crate::lease::LeaseTable;
 use crate::lease::keeper::LeaseKeeper;
@@ -139,6 +142,8 @@ impl LedgerNode {
             metrics: metrics.clone(),
             config: config.clone(),
             affinity,
+            request_ids: RequestIds::new(config.node_id, wall_clock_ms()),
+            leader_clock: Default::default(),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
 
@@ -204,6 +209,11 @@ impl LedgerNode {
     /// The hot-path quota ledger to hand to admission.
     pub fn quota(&self) -> Arc<LedgerQuota> {
         self.quota.clone()
+    }
+
+    /// The wall clock this node stamps entries with while it leads (the chaos suite skews it).
+    pub fn wall_clock(&self) -> &LedgerWallClock {
+        &self.core.config.wall_clock
     }
 
     /// The partition injector of this node.

@@ -8,7 +8,7 @@ use tokio::sync::broadcast;
 
 use super::LedgerNode;
 use super::reads::{BudgetStatus, MinuteSplits, ReadAnswer, ReadQuery};
-use crate::command::{BudgetSpec, Command, CommandResponse};
+use crate::command::{BudgetSpec, Command, CommandResponse, WriteRequest};
 use crate::error::LedgerError;
 use crate::state::{
     AffinityRecord, AuditEntry, LedgerCounters, LedgerState, OverrideRecord, SpendRatios,
@@ -20,6 +20,17 @@ impl LedgerNode {
     /// Any command, through the leader.
     pub async fn write(&self, command: Command) -> Result<CommandResponse, LedgerError> {
         self.core().write(command).await
+    }
+
+    /// A command under the caller's own request id, proposed on this node (it must lead):
+    /// a repeat of an id the ledger still remembers answers the first outcome and applies
+    /// nothing. For writers that retry across processes; `write` picks fresh ids itself.
+    pub async fn write_request(
+        &self,
+        request: WriteRequest,
+    ) -> Result<CommandResponse, LedgerError> {
+        let core = self.core();
+        core.write_local(request, core.config.write_timeout).await
     }
 
     async fn write_done(&self, command: Command) -> Result<(), LedgerError> {

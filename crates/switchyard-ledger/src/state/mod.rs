@@ -1,17 +1,21 @@
 //! The deterministic ledger state machine: `apply(index, ts, command) → response`, no I/O and
 //! no clock of its own. Ledger time is the highest entry timestamp seen so far (stamped by the
-//! proposing leader), so replaying the same log gives the same state on every replica.
+//! proposing leader: `node/ledger_time.rs`), so replaying the same log gives the same state on
+//! every replica.
 
 mod affinity;
 mod overrides;
 mod pool;
+mod requests;
 mod spend;
 
 pub use affinity::{AffinityRecord, AffinityTable, MAX_AFFINITY_RECORDS};
 pub use overrides::{
-    AuditAction, AuditEntry, OverrideRecord, OverrideRegistry, OverrideStatus, PENDING_TTL_MS,
+    AuditAction, AuditEntry, DEFAULT_AUDIT_RETENTION, OverrideRecord, OverrideRegistry,
+    OverrideStatus, PENDING_TTL_MS,
 };
 pub use pool::{Lease, Pool};
+pub use requests::{MAX_REMEMBERED_REQUESTS, REQUEST_MEMORY_MS, RequestLog};
 pub use spend::{SPLIT_RETENTION_MINUTES, SpendLedger, SpendRatios};
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +32,8 @@ pub struct LedgerCounters {
     pub lease_tokens_charged_on_expiry: u64,
     pub spend_batches_applied: u64,
     pub spend_batches_duplicate: u64,
+    /// Writes answered from memory because their request id had applied before.
+    pub duplicate_requests: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +45,8 @@ pub struct LedgerState {
     pub spend: SpendLedger,
     pub affinity: AffinityTable,
     pub counters: LedgerCounters,
+    /// Answers to recent request ids (exactly-once writes; part of every snapshot).
+    pub requests: RequestLog,
 }
 
 /// A pool whose `spent + holds` exceeds its limit without an operator having lowered it.
@@ -196,6 +204,15 @@ impl LedgerState {
                     log_index: index,
                 });
                 CommandResponse::Done
+            }
+            Command::SetAuditRetention { entries, principal } => {
+                match self
+                    .overrides
+                    .change_audit_retention(now, *entries, principal)
+                {
+                    Ok(()) => CommandResponse::Done,
+                    Err(reason) => CommandResponse::Rejected { reason },
+                }
             }
             Command::Tick => CommandResponse::Done,
         }

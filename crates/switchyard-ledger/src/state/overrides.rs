@@ -3,13 +3,17 @@
 //! deadline; there is no way to extend one (a new proposal is needed).
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use switchyard_core::QuotaScope;
 
 use crate::command::MAX_OVERRIDE_DURATION_MS;
 
 /// How long a proposal waits for its second person before it lapses.
 pub const PENDING_TTL_MS: u64 = 60 * 60 * 1000;
+
+/// Audit entries kept by default; older ones are evicted on apply, the same way on every
+/// replica, and sequence numbers keep counting across eviction.
+pub const DEFAULT_AUDIT_RETENTION: u64 = 10_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OverrideStatus {
@@ -43,6 +47,7 @@ pub enum AuditAction {
     OverrideApprovalRefused,
     OverrideRevoked,
     OverrideExpired,
+    AuditRetentionSet,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,11 +60,27 @@ pub struct AuditEntry {
     pub detail: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OverrideRegistry {
     next_id: u64,
     pub records: BTreeMap<u64, OverrideRecord>,
-    pub audit: Vec<AuditEntry>,
+    /// The newest `audit_retention` entries, oldest first.
+    pub audit: VecDeque<AuditEntry>,
+    /// Sequence number of the newest entry ever appended (retained or not).
+    last_audit_seq: u64,
+    audit_retention: u64,
+}
+
+impl Default for OverrideRegistry {
+    fn default() -> Self {
+        Self {
+            next_id: 0,
+            records: BTreeMap::new(),
+            audit: VecDeque::new(),
+            last_audit_seq: 0,
+            audit_retention: DEFAULT_AUDIT_RETENTION,
+        }
+    }
 }
 
 /// What an approval opened, for the caller to create the matching pool.
@@ -82,15 +103,71 @@ impl OverrideRegistry {
         subject: String,
         detail: String,
     ) {
-        let seq = self.audit.len() as u64 + 1;
-        self.audit.push(AuditEntry {
-            seq,
+        self.last_audit_seq += 1;
+        self.audit.push_back(AuditEntry {
+            seq: self.last_audit_seq,
             at_ms,
             principal: principal.to_owned(),
             action,
             subject,
             detail,
         });
+        self.evict_audit();
+    }
+
+    /// Keeps at most `entries` audit entries (at least one), evicting the oldest now. Part of
+    /// the replicated state: change it only while applying a log entry.
+    pub fn set_audit_retention(&mut self, entries: u64) {
+        self.audit_retention = entries.max(1);
+        self.evict_audit();
+    }
+
+    /// The `SetAuditRetention` command: a new bound evicts down to it, then records who set
+    /// it (that entry is inside the new bound). The bound already in force is a no-op, so a
+    /// repeated proposal leaves the state as it was.
+    pub fn change_audit_retention(
+        &mut self,
+        now_ms: u64,
+        entries: u64,
+        principal: &str,
+    ) -> Result<(), String> {
+        if entries == 0 {
+            return Err("audit retention must keep at least one entry".into());
+        }
+        if entries == self.audit_retention {
+            return Ok(());
+        }
+        let previous = self.audit_retention;
+        self.set_audit_retention(entries);
+        self.audit(
+            now_ms,
+            principal,
+            AuditAction::AuditRetentionSet,
+            "audit log".to_owned(),
+            format!("retention {previous} -> {entries} entries"),
+        );
+        Ok(())
+    }
+
+    pub fn audit_retention(&self) -> u64 {
+        self.audit_retention
+    }
+
+    /// The oldest entry still kept (`None` before the first); everything below was evicted.
+    pub fn oldest_retained_seq(&self) -> Option<u64> {
+        self.audit.front().map(|e| e.seq)
+    }
+
+    /// Entries ever appended, evicted or not.
+    pub fn audit_appended(&self) -> u64 {
+        self.last_audit_seq
+    }
+
+    fn evict_audit(&mut self) {
+        let keep = usize::try_from(self.audit_retention).unwrap_or(usize::MAX);
+        while self.audit.len() > keep {
+            self.audit.pop_front();
+        }
     }
 
     pub fn propose(

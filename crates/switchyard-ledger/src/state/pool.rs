@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use crate::command::{
     BudgetSpec, LeaseDenied, LeaseGrant, LeaseRequest, MAX_LEASE_TTL_MS, NodeId, PoolId,
 };
+use crate::lease::UNLIMITED_SHARE;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
@@ -20,6 +21,16 @@ pub struct Lease {
     pub used_reported: u64,
     pub expires_at_ms: u64,
     pub demand: u64,
+    /// This lease's share of the fleet rate (tokens/s) and concurrency; `UNLIMITED_SHARE`
+    /// when the budget sets none. Σ over unexpired leases of the larger of these and the
+    /// previous grant's shares ≤ the budget's figures.
+    pub rate_share: u64,
+    pub concurrency_share: u64,
+    /// The shares of the grant before the last one. A node may still run requests admitted
+    /// under them until it has installed the smaller grant; its next renewal shows it has,
+    /// so only then are they free for others.
+    pub prev_rate_share: u64,
+    pub prev_concurrency_share: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +159,27 @@ impl Pool {
         true
     }
 
+    /// Rate and concurrency shares held by every lease but `node`'s, each the larger of its
+    /// current and previous grant (a share granted while the budget set no limit counts as
+    /// the whole limit until its holder has renewed twice).
+    fn others_shares(&self, node: NodeId) -> (u64, u64) {
+        let (rate, concurrency) = (self.spec.rate_tokens_per_s, self.spec.max_concurrency);
+        self.leases
+            .iter()
+            .filter(|(other, _)| **other != node)
+            .fold((0u64, 0u64), |(r, c), (_, lease)| {
+                (
+                    r.saturating_add(lease.rate_share.max(lease.prev_rate_share).min(rate)),
+                    c.saturating_add(
+                        lease
+                            .concurrency_share
+                            .max(lease.prev_concurrency_share)
+                            .min(concurrency),
+                    ),
+                )
+            })
+    }
+
     /// Renews or opens the node's lease, Doorman-style: each node's slice of the remaining
     /// budget is proportional to its reported demand when demand exceeds what is left.
     pub fn grant(
@@ -196,6 +228,10 @@ impl Pool {
                     used_reported: 0,
                     expires_at_ms: now_ms,
                     demand: 0,
+                    rate_share: 0,
+                    concurrency_share: 0,
+                    prev_rate_share: 0,
+                    prev_concurrency_share: 0,
                 },
             );
         }
@@ -229,8 +265,19 @@ impl Pool {
             Some(close) => close.min(now_ms.saturating_add(ttl_ms)),
             None => now_ms.saturating_add(ttl_ms),
         };
-        let rate_share = share(self.spec.rate_tokens_per_s, demand, total_demand);
-        let concurrency_share = share(self.spec.max_concurrency, demand, total_demand);
+        let (others_rate, others_concurrency) = self.others_shares(req.node);
+        let rate_share = capped_share(
+            self.spec.rate_tokens_per_s,
+            demand,
+            total_demand,
+            others_rate,
+        );
+        let concurrency_share = capped_share(
+            self.spec.max_concurrency,
+            demand,
+            total_demand,
+            others_concurrency,
+        );
         let overhang = self.overhang;
         let Some(lease) = self.leases.get_mut(&req.node) else {
             return Err(LeaseDenied::NoSuchPool);
@@ -244,6 +291,10 @@ impl Pool {
         }
         lease.expires_at_ms = expires_at_ms;
         lease.demand = req.demand;
+        lease.prev_rate_share = lease.rate_share;
+        lease.prev_concurrency_share = lease.concurrency_share;
+        lease.rate_share = rate_share;
+        lease.concurrency_share = concurrency_share;
         Ok(LeaseGrant {
             pool: pool_id.clone(),
             epoch: lease.epoch,
@@ -257,12 +308,18 @@ impl Pool {
     }
 }
 
-fn share(total: u64, demand: u128, total_demand: u128) -> u64 {
-    if total == 0 || total_demand == 0 {
-        return 0;
+/// A demand-weighted share of a fleet-wide figure (0 = unlimited), never more than what the
+/// other unexpired leases leave: shares a node already holds are only taken back when it
+/// renews, so a newcomer's share grows as the others renew (within half a TTL).
+fn capped_share(total: u64, demand: u128, total_demand: u128, others: u64) -> u64 {
+    if total == 0 {
+        return UNLIMITED_SHARE;
     }
-    let part = u128::from(total) * demand / total_demand;
-    u64::try_from(part).unwrap_or(u64::MAX).max(1)
+    let fair = (u128::from(total) * demand)
+        .checked_div(total_demand)
+        .unwrap_or(u128::from(total));
+    let fair = u64::try_from(fair).unwrap_or(u64::MAX).max(1);
+    fair.min(total.saturating_sub(others))
 }
 
 #[cfg(test)]

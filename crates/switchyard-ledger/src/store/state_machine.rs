@@ -179,8 +179,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 let response = match entry.payload {
                     EntryPayload::Blank => CommandResponse::Done,
                     EntryPayload::Normal(request) => {
-                        let response =
-                            state.apply(entry.log_id.index, request.ts_ms, &request.command);
+                        let response = state.apply_request(entry.log_id.index, &request);
                         if let Command::RecordAffinity { prefix_key, .. } = &request.command {
                             affinity.extend(state.affinity.by_prefix.get(prefix_key).cloned());
                         }

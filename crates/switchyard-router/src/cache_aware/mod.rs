@@ -1,12 +1,15 @@
 //! Cache-aware routing: send a request to the worker that already caches its affinity prefix;
 //! place the rest by hashing their routing key (session → user → prompt prefix, the function
 //! warmup shares) onto the ring with bounded load, so every gateway replica agrees without
-//! talking and sessions sharing one system prompt still spread; when the holder of a prefix is
+//! talking and sessions sharing one system prompt still spread. A chat with a session or user
+//! is named by its conversation (key + opening, `conversation`): only its first turn takes the
+//! load bounds, later turns go where it lives on every replica; when the holder of a prefix is
 //! filtered, migrate the affinity to the fallback worker at once and say so to the other
 //! replicas.
 
 mod affinity;
 mod config;
+mod conversation;
 mod matching;
 mod placement;
 mod recent;
@@ -16,9 +19,12 @@ mod tests;
 mod tests_affinity;
 #[cfg(test)]
 mod tests_keys;
+#[cfg(test)]
+mod tests_replicas;
 mod tree;
 
 pub use config::CacheAwareConfig;
+pub use conversation::USER_TURN_MARKER;
 
 use crate::affinity::{AffinityApplied, AffinityEvent, AffinitySink};
 use crate::clock::RouterClock;
@@ -30,6 +36,7 @@ use crate::membership::Membership;
 use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingStats};
 use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
+use conversation::Conversation;
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{PlacementKind, PlacementOverrides};
@@ -205,6 +212,23 @@ impl RoutingPolicy for CacheAwarePolicy {
             Some(RoutingKeySource::Session | RoutingKeySource::User) => Affinity::Continuation,
             Some(RoutingKeySource::PromptPrefix) | None => Affinity::SharedPrefix,
         };
+        // A chat with a session or user is placed, overridden and announced by its
+        // conversation, which every replica names alike at every turn.
+        let conversation = match affinity {
+            Affinity::Continuation => key.and_then(|key| Conversation::of(prompt, key.hash)),
+            Affinity::SharedPrefix => None,
+        };
+        let key = match (key, conversation) {
+            (Some(key), Some(conversation)) => Some(KeyOf {
+                hash: conversation.key,
+                ..key
+            }),
+            (key, _) => key,
+        };
+        // A later turn of a conversation goes where the conversation lives, whatever this
+        // replica's load view says: other replicas, which cannot see that view, send its
+        // other turns there too.
+        let sticky = conversation.is_some_and(|conversation| !conversation.first_turn);
         // Everything that allocates is built before locking.
         let ring = self.membership.ring();
         let view = CandidateView::new(candidates);
@@ -236,15 +260,32 @@ impl RoutingPolicy for CacheAwarePolicy {
             .longest(&lookup, |worker| view.contains(worker))
             .and_then(|(len, holders)| Some((len, least_busy_holder(holders, &view)?)));
         let longest = affinity.longest(&lookup, |_| true);
-        let placed = || placement::place(&ring, overrides, &loads, bound, &share, key?.hash);
-        let choice = match (candidate_hit, longest) {
+        let placed = || {
+            if sticky {
+                placement::place_sticky(&ring, overrides, &loads, key?.hash)
+            } else {
+                placement::place(&ring, overrides, &loads, bound, &share, key?.hash)
+            }
+        };
+        // Where another replica (or this one) last moved this conversation, if still routable.
+        let home = key
+            .filter(|_| sticky)
+            .and_then(|key| overrides.get(key.hash))
+            .filter(|&worker| view.contains(worker));
+        let choice = match (candidate_hit, longest, home) {
             _ if imbalanced => Choice::Imbalanced(self.least_loaded.pick(candidates)?),
-            (Some((len, holder)), Some((longest_len, _))) if len == longest_len && strong(len) => {
+            (Some((len, holder)), _, Some(home)) if home == holder && strong(len) => {
+                Choice::Hit(holder)
+            }
+            (_, _, Some(home)) => Choice::Placed(home, PlacementKind::Override),
+            (Some((len, holder)), Some((longest_len, _)), None)
+                if len == longest_len && strong(len) =>
+            {
                 Choice::Hit(holder)
             }
             // A strong affinity whose holders are all filtered out: migrate it, to a candidate
             // that holds a strong (shorter) part if there is one, else where placement says.
-            (hit, Some((len, holders))) if strong(len) => {
+            (hit, Some((len, holders)), None) if strong(len) => {
                 let worker = match hit {
                     Some((hit_len, holder)) if strong(hit_len) => holder,
                     _ => match placed() {

@@ -105,6 +105,34 @@ pub(super) fn place(
     Some((ring.member(placed.member)?.id, kind))
 }
 
+/// Where a later turn of a known conversation goes: its override if that worker is a
+/// candidate, else its ring owner, walking past filtered workers only. No load bound: moving a
+/// conversation that has a cache costs more than a busy worker, and a replica's load view is
+/// its own, so a bound here would send the turns one replica sees away from the worker the
+/// others keep using.
+pub(super) fn place_sticky(
+    ring: &Ring,
+    overrides: &PlacementOverrides,
+    loads: &CandidateLoads,
+    key: u64,
+) -> Option<(WorkerId, PlacementKind)> {
+    if let Some(worker) = overrides.get(key) {
+        let candidate = ring
+            .member_index(worker)
+            .is_some_and(|member| loads.in_flight(member).is_some());
+        if candidate {
+            return Some((worker, PlacementKind::Override));
+        }
+    }
+    let placed = ring.place_where(ring.successor(key), loads, |_, _| true)?;
+    let kind = if placed.skipped_filtered {
+        PlacementKind::HashFallback
+    } else {
+        PlacementKind::Hash
+    };
+    Some((ring.member(placed.member)?.id, kind))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,18 +60,47 @@ fn route_session(
 }
 
 fn owner_of(policy: &CacheAwarePolicy, key: &str) -> String {
+    owner_at(policy, stable_hash(key.as_bytes()))
+}
+
+fn owner_at(policy: &CacheAwarePolicy, position: u64) -> String {
     let ring = policy.membership.ring();
-    let member = ring.owner(stable_hash(key.as_bytes())).unwrap();
+    let member = ring.owner(position).unwrap();
     ring.member(member).unwrap().name.to_string()
 }
 
-/// The first `count` keys `{prefix}{i}` whose ring owner is `name`.
-fn keys_owned_by(policy: &CacheAwarePolicy, name: &str, prefix: &str, count: usize) -> Vec<String> {
-    (0..)
-        .map(|i| format!("{prefix}{i}"))
-        .filter(|key| owner_of(policy, key) == name)
-        .take(count)
-        .collect()
+/// The key a chat turn of `session` is placed by: its conversation, not the session alone.
+fn conversation_key(session: &str, prompt: &str) -> u64 {
+    Conversation::of(prompt, stable_hash(session.as_bytes()))
+        .unwrap()
+        .key
+}
+
+/// The ring owner of `session`'s conversation opened by `opening`.
+fn conversation_owner(policy: &CacheAwarePolicy, session: &str, opening: &str) -> String {
+    owner_at(policy, conversation_key(session, opening))
+}
+
+/// The first `count` sessions `{prefix}{i}` whose conversation opened by `opening(j)` (j-th
+/// session found) has its ring owner at `name`.
+fn sessions_owned_by(
+    policy: &CacheAwarePolicy,
+    name: &str,
+    prefix: &str,
+    opening: impl Fn(usize) -> String,
+    count: usize,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for i in 0.. {
+        if found.len() == count {
+            break;
+        }
+        let session = format!("{prefix}{i}");
+        if conversation_owner(policy, &session, &opening(found.len())) == name {
+            found.push(session);
+        }
+    }
+    found
 }
 
 /// Every worker busy with `in_flight[name]`, the rest idle.
@@ -183,8 +212,13 @@ fn a_sessions_later_turns_stay_on_its_worker_and_its_next_conversation_is_placed
         assert!(matched.holder_is_candidate && matched.matched_ratio > 0.5);
         assert_eq!(decision.key_source, Some(RoutingKeySource::Session));
     }
-    // A new conversation of the same session continues nothing: placed again, by the bound.
-    let (elsewhere, branch) = route_session(&policy, session, &first_turn(8), &home_busy);
+    // A new conversation of the same session continues nothing: placed again by its own
+    // opening (here one whose ring owner is the busy home), and the bound moves it.
+    let next = (8..)
+        .map(first_turn)
+        .find(|opening| conversation_owner(&policy, session, opening) == home)
+        .unwrap();
+    let (elsewhere, branch) = route_session(&policy, session, &next, &home_busy);
     assert_eq!(branch, "load_move");
     assert_ne!(elsewhere, home);
 }
@@ -193,7 +227,7 @@ fn a_sessions_later_turns_stay_on_its_worker_and_its_next_conversation_is_placed
 fn the_in_flight_bound_bites_at_low_counts() {
     let probe = replica_with(0, Arc::new(DiscardAffinity), without_share_bound());
     let owner = "gpu-b";
-    let keys = keys_owned_by(&probe, owner, "s-", 4);
+    let keys = sessions_owned_by(&probe, owner, "s-", |_| first_turn(1), 4);
     let cases: [(&[(&str, u64)], bool); 4] = [
         // cap = ceil(1.25 × (total + 1) / 4): 1, 1, 2, 2.
         (&[(owner, 1)], false),
@@ -235,7 +269,7 @@ fn the_share_bound_moves_new_sessions_off_a_worker_busy_with_a_heavy_one_until_i
         policy.worker_added(WorkerId(id), name);
     }
     let owner = "gpu-c";
-    let keys = keys_owned_by(&policy, owner, "light-", 3);
+    let keys = sessions_owned_by(&policy, owner, "light-", first_turn, 3);
     let heavy = &keys[0];
     let mut prompt = first_turn(0);
     let idle = idle_except(&policy, &[]);
@@ -284,8 +318,8 @@ fn a_migrated_session_is_followed_by_another_replica_key_and_conversation() {
     assert_eq!(event.reason, AffinityReason::Migration);
     assert_eq!(
         event.prefix_key,
-        stable_hash(session.as_bytes()),
-        "keyed by the session"
+        conversation_key(session, &first),
+        "keyed by the session's conversation"
     );
     assert_eq!(event.prefix.as_ref(), first, "the conversation so far");
     assert_eq!(
@@ -297,17 +331,16 @@ fn a_migrated_session_is_followed_by_another_replica_key_and_conversation() {
         assert_eq!(b.apply_affinity(event), AffinityApplied::Applied);
         b.state.lock().tree.check_invariants();
     }
-    // The old holder is back and idle; B follows the key for a new conversation…
-    assert_eq!(
-        route_session(&b, session, &first_turn(43), &idle_except(&b, &[])),
-        (new_holder.clone(), "placement_override")
-    );
-    // …and the conversation itself, even with the new holder the busier one.
+    // The old holder is back and idle; B follows the conversation to its new holder, even
+    // with the new holder the busier one…
     let third = format!("{second}<|assistant|>sent\n<|user|>great\n");
     assert_eq!(
         route_session(&b, session, &third, &loads(&b, &[(&new_holder, 5)])),
         (new_holder, "prefix_hit")
     );
+    // …while the session's next conversation is placed by its own opening.
+    let (_, branch) = route_session(&b, session, &first_turn(43), &idle_except(&b, &[]));
+    assert!(matches!(branch, "hash_placement" | "load_move"), "{branch}");
 }
 
 #[test]
@@ -316,20 +349,28 @@ fn a_session_load_move_broadcasts_the_key_hash_not_the_session_id() {
     let a = replica_with(0, recorder.clone(), without_share_bound());
     let b = replica_with(10, Arc::new(DiscardAffinity), CacheAwareConfig::default());
     let session = "session-9";
-    let owner = owner_of(&a, session);
-    let (moved_to, branch) =
-        route_session(&a, session, &first_turn(9), &loads(&a, &[(&owner, 20)]));
+    let opening = first_turn(9);
+    let owner = conversation_owner(&a, session, &opening);
+    let (moved_to, branch) = route_session(&a, session, &opening, &loads(&a, &[(&owner, 20)]));
     assert_eq!(branch, "load_move");
     let events = recorder.take();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].reason, AffinityReason::LoadMove);
-    assert_eq!(events[0].prefix_key, stable_hash(session.as_bytes()));
+    assert_eq!(events[0].prefix_key, conversation_key(session, &opening));
     assert!(events[0].prefix.is_empty() && events[0].displaced.is_empty());
     assert_eq!(b.apply_affinity(&events[0]), AffinityApplied::Applied);
+    // B never saw the conversation, yet its next turn goes where A moved it, even with the
+    // ring owner idle again.
+    let second = format!("{opening}<|assistant|>on its way\n<|user|>when?\n");
     for policy in [&a, &b] {
+        let expected = if std::ptr::eq(policy, &a) {
+            "prefix_hit"
+        } else {
+            "placement_override"
+        };
         assert_eq!(
-            route_session(policy, session, &first_turn(10), &idle_except(policy, &[])),
-            (moved_to.clone(), "placement_override")
+            route_session(policy, session, &second, &idle_except(policy, &[])),
+            (moved_to.clone(), expected)
         );
     }
 }
@@ -368,7 +409,10 @@ fn prompts_without_session_or_user_still_place_by_their_leading_block() {
         .to_string();
     assert_eq!(
         (name, decision.key_source),
-        (owner_of(&policy, "alice"), Some(RoutingKeySource::User))
+        (
+            conversation_owner(&policy, "alice", as_user.prompt),
+            Some(RoutingKeySource::User)
+        )
     );
 }
 

@@ -21,7 +21,8 @@ const HASH: &str = "hash";
 const HOT_SPREAD: &str = "hot_spread";
 /// The owner was not a candidate (filtered by the gateway); the next worker clockwise took it.
 const FILTERED_SKIP: &str = "filtered_skip";
-/// The owner was above the load bound; a later worker clockwise took it.
+/// The owner was above the load bound; a later worker clockwise took it (for a hot key: the
+/// least loaded worker of its spread set within the bound).
 const LOAD_SKIP: &str = "load_skip";
 /// The request had no routing key at all: least loaded.
 const NO_KEY: &str = "no_key";
@@ -83,6 +84,36 @@ impl ConsistentHashPolicy {
     }
 }
 
+/// A hot key's member of the ring: its slice's slot in the spread set, or, when that one is
+/// above the load bound (or filtered), the least loaded member of the set within the bound,
+/// counting from the slot so ties rotate with the slices. None if no member qualifies (the
+/// caller walks the ring).
+fn spread_member(
+    set: &[u32],
+    index: usize,
+    loads: &CandidateLoads,
+    bound: LoadBound,
+) -> Option<(u32, &'static str)> {
+    let slot = *set.get(index)?;
+    let fits = |member: u32| loads.in_flight(member).filter(|&f| bound.accepts(f));
+    if fits(slot).is_some() {
+        return Some((slot, HOT_SPREAD));
+    }
+    let (_, member) = set
+        .iter()
+        .cycle()
+        .skip(index)
+        .take(set.len())
+        .filter_map(|&member| Some((fits(member)?, member)))
+        .min_by_key(|&(in_flight, _)| in_flight)?;
+    let branch = if loads.in_flight(slot).is_some() {
+        LOAD_SKIP
+    } else {
+        FILTERED_SKIP
+    };
+    Some((member, branch))
+}
+
 impl fmt::Debug for ConsistentHashPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConsistentHashPolicy")
@@ -110,17 +141,28 @@ impl RoutingPolicy for ConsistentHashPolicy {
         }
         let hash = stable_hash(key.key.as_bytes());
         let mut start = ring.successor(hash);
+        let loads = CandidateLoads::new(&ring, candidates);
+        let bound = LoadBound::new(candidates, self.config.load_factor);
         let mut hot = false;
         if self.hot.enabled() {
             let now = self.clock.unix_now();
             if self.hot.observe(hash, now) {
                 hot = true;
                 let width = self.spread_width.min(ring.members().len());
-                start = ring.nth_distinct_from(hash, self.hot.spread_index(hash, now, width));
+                let index = self.hot.spread_index(hash, now, width);
+                let set = ring.distinct_members_from(hash, width);
+                if let Some((member, branch)) = spread_member(&set, index, &loads, bound) {
+                    self.hot_spread_decisions.fetch_add(1, Ordering::Relaxed);
+                    return Some(Decision {
+                        worker: ring.member(member)?.id,
+                        branch,
+                        prefix_match: None,
+                        key_source: Some(key.source),
+                    });
+                }
+                start = ring.nth_distinct_from(hash, index);
             }
         }
-        let loads = CandidateLoads::new(&ring, candidates);
-        let bound = LoadBound::new(candidates, self.config.load_factor);
         let Some(placed) = ring.place(start, &loads, bound) else {
             return self.least_loaded_decision(candidates, RING_FALLBACK);
         };

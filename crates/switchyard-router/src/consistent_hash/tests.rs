@@ -247,13 +247,56 @@ fn a_hot_key_rotates_across_slices_while_cold_keys_never_move() {
     let mut distinct = hot_workers_by_slice.clone();
     distinct.sort();
     distinct.dedup();
-    assert_eq!(distinct.len(), 3, "rotates among spread_width workers");
-    let expected: Vec<String> = (0..3).map(|n| nth_owner(&hot, "hot-session", n)).collect();
+    let width = HotspotConfig::default().spread_width as usize;
+    assert_eq!(distinct.len(), width, "rotates among spread_width workers");
+    let expected: Vec<String> = (0..width)
+        .map(|n| nth_owner(&hot, "hot-session", n))
+        .collect();
     assert!(
         distinct.iter().all(|w| expected.contains(w)),
         "{distinct:?} vs {expected:?}"
     );
     assert!(hot.stats().hot_spread_decisions > 600);
+}
+
+#[test]
+fn a_hot_key_over_the_bound_goes_to_the_least_loaded_of_its_spread_set() {
+    let clock = ManualClock::new();
+    let workers = names(6);
+    let hotspot = HotspotConfig {
+        spread_width: 3,
+        ..Default::default()
+    };
+    let policy = policy_with(hotspot, &clock, 0, &workers);
+    for _ in 0..200 {
+        session(&policy, "hot-session", &idle(&policy));
+    }
+    let (slot, branch) = session(&policy, "hot-session", &idle(&policy));
+    assert_eq!(branch, "hot_spread");
+    let set: Vec<String> = (0..3)
+        .map(|n| nth_owner(&policy, "hot-session", n))
+        .collect();
+    // The slot is far above the bound, every other worker within it: the idle member of the
+    // set wins, not whichever worker's vnode happens to follow the slot clockwise.
+    let idle_member = set.iter().find(|w| **w != slot).unwrap().clone();
+    let loads: Vec<(&str, u64)> = workers
+        .iter()
+        .map(|w| {
+            let load = if *w == slot {
+                9
+            } else if *w == idle_member {
+                0
+            } else {
+                1
+            };
+            (w.as_str(), load)
+        })
+        .collect();
+    let (worker, branch) = session(&policy, "hot-session", &candidates(&policy, &loads));
+    assert_eq!(
+        (worker.as_str(), branch),
+        (idle_member.as_str(), "load_skip")
+    );
 }
 
 #[test]

@@ -18,7 +18,10 @@ pub struct HotspotConfig {
     pub min_window_requests: u64,
     /// Length of a time slice; a hot key keeps one worker for a whole slice (seed 001: 30 s).
     pub slice_ms: u64,
-    /// How many successive ring workers a hot key rotates over (1 disables spreading).
+    /// How many successive ring workers a hot key rotates over (1 disables spreading); when
+    /// its slice's worker is above the load bound it goes to the least loaded of them. Over a
+    /// small fleet make it cover every worker: a set that leaves one out, shared by a few hot
+    /// keys, can leave out the same worker for all of them, a skew no run length evens out.
     pub spread_width: u32,
 }
 
@@ -31,7 +34,7 @@ impl Default for HotspotConfig {
             hot_threshold: 0.05,
             min_window_requests: 100,
             slice_ms: 30_000,
-            spread_width: 3,
+            spread_width: 4,
         }
     }
 }

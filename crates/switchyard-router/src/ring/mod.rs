@@ -136,6 +136,22 @@ impl Ring {
         start
     }
 
+    /// The first `count` distinct members clockwise from `hash` (fewer if the ring has fewer).
+    pub(crate) fn distinct_members_from(&self, hash: u64, count: usize) -> Vec<u32> {
+        let start = self.successor(hash);
+        let mut members: Vec<u32> = Vec::with_capacity(count);
+        for step in 0..self.points.len() {
+            if members.len() >= count {
+                break;
+            }
+            let member = self.points[(start + step) % self.points.len()].member;
+            if !members.contains(&member) {
+                members.push(member);
+            }
+        }
+        members
+    }
+
     /// Walks clockwise from ring index `start` to the first vnode whose worker is a candidate
     /// within the load bound. None if no ring worker qualifies.
     pub(crate) fn place(

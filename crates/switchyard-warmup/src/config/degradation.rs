@@ -18,7 +18,10 @@ pub struct DegradationConfig {
     pub level1_at: f64,
     /// Water level that enters level 3 (survival), through level 2.
     pub level3_at: f64,
-    /// Level the overload detector's "overloaded" state demands.
+    /// Level the overload detector's "overloaded" state demands. 1 by default: overload alone
+    /// must not black out a class. Level 2 demotes non-core callers, and while the gateway
+    /// is overloaded the least urgent class (P2) is paused, so a level driven by overload
+    /// alone keeps every caller's class; the budget water level still walks 2 on its way to 3.
     pub overload_level: Level,
     /// Level held while the detector reports "recovering".
     pub recovering_level: Level,
@@ -26,7 +29,9 @@ pub struct DegradationConfig {
     pub recovery_step_secs: u64,
     /// A level that failed to apply is not attempted again sooner than this.
     pub failed_retry_secs: u64,
-    /// Level 1 and worse: concurrency limit as a share of its configured peak.
+    /// Level 1 and worse: concurrency limit as a share of its configured peak, applied only
+    /// when the budget water level (or an operator) calls for the level: after an overload,
+    /// capacity is admission's recovery ramp's job.
     pub concurrency_ratio: f64,
     /// Level 1: L1 warmup frequency factor (0.5 halves it).
     pub scheduled_frequency: f64,
@@ -50,7 +55,7 @@ impl Default for DegradationConfig {
             warn_at: 0.70,
             level1_at: 0.80,
             level3_at: 0.95,
-            overload_level: Level::Shrink,
+            overload_level: Level::Conservative,
             recovering_level: Level::Conservative,
             recovery_step_secs: 300,
             failed_retry_secs: 30,

@@ -123,8 +123,14 @@ pub struct WarmupRampConfig {
     pub advance_max_error_rate: f64,
     /// …and its warmup p95 is below this × the steady p95.
     pub advance_max_p95_ratio: f64,
-    /// Steady-state p95 latency the ratio compares with, until the gateway reports one.
+    /// Steady-state p95 latency the ratio compares with when business traffic is too thin
+    /// to measure it (fewer than `steady_min_samples` requests in the window).
     pub steady_p95_ms: u64,
+    /// The steady p95 is measured on business latency over this trailing window, taken
+    /// when a wave starts.
+    pub steady_window_secs: u64,
+    /// Business requests the window must hold before its p95 replaces `steady_p95_ms`.
+    pub steady_min_samples: u64,
     /// A window error rate above this steps back one step (and holds it an extra window).
     pub backoff_error_rate: f64,
     /// This many backoffs in a row abort the wave and alert.
@@ -141,6 +147,8 @@ impl Default for WarmupRampConfig {
             advance_max_error_rate: 0.01,
             advance_max_p95_ratio: 2.0,
             steady_p95_ms: 2_000,
+            steady_window_secs: 300,
+            steady_min_samples: 50,
             backoff_error_rate: 0.03,
             max_consecutive_backoffs: 2,
         }

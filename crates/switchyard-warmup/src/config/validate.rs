@@ -144,6 +144,8 @@ fn validate_ramp(ramp: &WarmupRampConfig) -> Result<(), ConfigError> {
         ));
     }
     positive("warmup.ramp.steady_p95_ms", ramp.steady_p95_ms)?;
+    positive("warmup.ramp.steady_window_secs", ramp.steady_window_secs)?;
+    positive("warmup.ramp.steady_min_samples", ramp.steady_min_samples)?;
     positive(
         "warmup.ramp.max_consecutive_backoffs",
         u64::from(ramp.max_consecutive_backoffs),

@@ -15,7 +15,7 @@ use super::actions::{ActionExecutor, DynActionExecutor};
 use super::audit::{AuditEntry, AuditKind, AuditLog};
 use super::level::{Effects, Level};
 use super::metrics::DegradationMetrics;
-use super::signals::{Signals, target_level};
+use super::signals::{LevelCause, Signals, level_cause, target_level};
 use super::step::StepReport;
 use super::view::{DegradationView, Forced, LevelFailure, ViewReader};
 use crate::clock::{UnixMillis, WallClock, secs_to_ms};
@@ -24,6 +24,8 @@ use crate::error::DegradationError;
 
 pub(crate) struct ControllerState {
     pub(crate) level: Level,
+    /// Why `level` is in force (kept while the recovery interval holds it).
+    pub(crate) cause: LevelCause,
     pub(crate) effects: Effects,
     /// When the level last changed.
     pub(crate) since: UnixMillis,
@@ -97,6 +99,7 @@ impl DegradationController {
         Ok(Self {
             state: AsyncMutex::new(ControllerState {
                 level: Level::Normal,
+                cause: LevelCause::None,
                 effects: Effects::default(),
                 since: now,
                 failed: None,
@@ -151,12 +154,11 @@ impl DegradationController {
         if state.forced.is_some() || !config.enabled {
             return evaluation;
         }
-        // A failure that no longer lies on the way to the target is history, not state.
-        if state
-            .failed
-            .as_ref()
-            .is_some_and(|f| state.level.step_toward(target) != Some(f.level))
-        {
+        // A failure that no longer lies on the way to the target is history, not state (a
+        // failed re-application of the level in force is `follow_cause`'s to judge).
+        if state.failed.as_ref().is_some_and(|f| {
+            f.level != state.level && state.level.step_toward(target) != Some(f.level)
+        }) {
             state.failed = None;
             self.publish(&state);
         }
@@ -167,12 +169,18 @@ impl DegradationController {
                 .as_ref()
                 .is_some_and(|f| f.level == next && now.saturating_sub(f.at_unix_ms) < failed_retry)
         };
+        // The cause of a level no signal calls for (one held by the recovery interval, or
+        // one on the way down) stays what it was when a signal last called for it.
+        let cause_of = |state: &ControllerState, level: Level| {
+            level_cause(level, &signals, &config).unwrap_or(state.cause)
+        };
         if target > state.level {
             while let Some(next) = state.level.step_toward(target) {
                 if recently_failed(&state, next) {
                     break;
                 }
-                let step = self.enter(&mut state, next, "signal").await;
+                let cause = cause_of(&state, next);
+                let step = self.enter(&mut state, next, "signal", cause).await;
                 let entered = step.entered;
                 evaluation.steps.push(step);
                 if !entered {
@@ -184,12 +192,52 @@ impl DegradationController {
                 evaluation.recovery_held = true;
                 self.metrics.recovery_held.inc();
             } else if !recently_failed(&state, next) {
-                let step = self.enter(&mut state, next, "signal").await;
+                let cause = cause_of(&state, next);
+                let step = self.enter(&mut state, next, "signal", cause).await;
                 evaluation.steps.push(step);
             }
         }
+        if evaluation.steps.is_empty() {
+            let cause = cause_of(&state, state.level);
+            self.follow_cause(&mut state, cause, &config, &mut evaluation)
+                .await;
+        }
         evaluation.to = state.level;
         evaluation
+    }
+
+    /// The level in force stays, but what calls for it changed (overload ended and the
+    /// budget water level now calls for it, or the other way round): when that changes
+    /// its effects (the concurrency cut), re-apply the level, must-succeed as ever.
+    async fn follow_cause(
+        &self,
+        state: &mut ControllerState,
+        cause: LevelCause,
+        config: &DegradationConfig,
+        evaluation: &mut Evaluation,
+    ) {
+        let level = state.level;
+        let reapply_failed = state.failed.as_ref().filter(|f| f.level == level);
+        if cause == state.cause {
+            if reapply_failed.is_some() {
+                // The re-application that failed is no longer wanted.
+                state.failed = None;
+                self.publish(state);
+            }
+            return;
+        }
+        if Effects::caused(level, cause, config) == Effects::caused(level, state.cause, config) {
+            state.cause = cause;
+            self.publish(state);
+            return;
+        }
+        let retry_after = secs_to_ms(config.failed_retry_secs);
+        let now = self.clock.unix_millis();
+        if reapply_failed.is_some_and(|f| now.saturating_sub(f.at_unix_ms) < retry_after) {
+            return;
+        }
+        let step = self.enter(state, level, "cause_change", cause).await;
+        evaluation.steps.push(step);
     }
 
     /// Pins `level` until [`Self::release`]: steps there one level at a time (no recovery
@@ -207,14 +255,28 @@ impl DegradationController {
         let from = state.level;
         let mut steps = Vec::new();
         while let Some(next) = state.level.step_toward(level) {
-            let step = self.enter(&mut state, next, "force").await;
+            let step = self
+                .enter(&mut state, next, "force", LevelCause::Operator)
+                .await;
             let entered = step.entered;
             steps.push(step);
             if !entered {
                 break;
             }
         }
-        let ok = state.level == level;
+        // Forcing the level already in force for the overload alone adds its concurrency cut.
+        if steps.is_empty() && level != Level::Normal && state.cause != LevelCause::Operator {
+            let config = self.config.load_full();
+            if Effects::caused(level, state.cause, &config) == Effects::of(level, &config) {
+                state.cause = LevelCause::Operator;
+            } else {
+                let step = self
+                    .enter(&mut state, level, "force", LevelCause::Operator)
+                    .await;
+                steps.push(step);
+            }
+        }
+        let ok = state.level == level && steps.iter().all(|step| step.entered);
         let now = self.clock.unix_millis();
         state.forced = Some(Forced {
             level,
@@ -304,6 +366,7 @@ impl DegradationController {
         self.metrics.level.set(i64::from(state.level.as_u8()));
         self.view.store(Arc::new(DegradationView {
             level: state.level,
+            cause: state.cause,
             since_unix_ms: state.since,
             effects: state.effects,
             failed: state.failed.clone(),

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::audit::AuditKind;
 use super::controller::DegradationController;
 use super::level::Level;
-use super::signals::{synthetic_signals, target_level};
+use super::signals::{LevelCause, synthetic_signals, target_level};
 use super::step::StepReport;
 use crate::clock::UnixMillis;
 use crate::error::DegradationError;
@@ -23,7 +23,8 @@ pub struct DrillReport {
     pub started_unix_ms: UnixMillis,
     pub previous_level: Level,
     /// Time from injecting the level's signal until the controller chose the level (None:
-    /// no signal maps to this level under the config, e.g. level 2 with overload_level 3).
+    /// no signal reaches this level under the config). A level entered only on the way to a
+    /// worse one (level 2 with overload_level 1) counts as detected by that signal.
     /// Excludes the gateway's evaluation interval, which adds to it in a real incident.
     pub detected_in_ms: Option<u64>,
     pub detected_in_time: bool,
@@ -55,11 +56,13 @@ impl DegradationController {
         // Detection runs the production mapping (thresholds → level) on injected signals.
         let detected_in_ms = synthetic_signals(level, &config)
             .map(|signals| target_level(&signals, &config))
-            .filter(|&chosen| chosen == level)
+            .filter(|&chosen| chosen >= level)
             .map(|_| elapsed_ms(started, self.clock.instant()));
         let mut steps = Vec::new();
         while let Some(next) = state.level.step_toward(level) {
-            let step = self.enter(&mut state, next, "drill").await;
+            let step = self
+                .enter(&mut state, next, "drill", LevelCause::Operator)
+                .await;
             let entered = step.entered;
             steps.push(step);
             if !entered {
@@ -71,7 +74,9 @@ impl DegradationController {
         let recovery_started = self.clock.instant();
         let mut recovery = Vec::new();
         while let Some(next) = state.level.step_toward(previous) {
-            let step = self.enter(&mut state, next, "drill").await;
+            let step = self
+                .enter(&mut state, next, "drill", LevelCause::Operator)
+                .await;
             let entered = step.entered;
             recovery.push(step);
             if !entered {

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+use super::signals::LevelCause;
 use crate::config::DegradationConfig;
 use crate::schedule::WarmupLimits;
 
@@ -15,7 +16,7 @@ use crate::schedule::WarmupLimits;
 pub enum Level {
     #[default]
     Normal = 0,
-    /// Stop L2 warmup, halve L1, concurrency to 80 %.
+    /// Stop L2 warmup, halve L1, concurrency to 80 % (unless only overload calls for it).
     Conservative = 1,
     /// Only L0 warmup; non-core callers to the lowest priority.
     Shrink = 2,
@@ -91,7 +92,8 @@ impl fmt::Display for Level {
 pub enum CallerPolicy {
     #[default]
     All,
-    /// Non-core callers are served at the lowest priority (P2).
+    /// Non-core callers are served at the lowest priority admission still serves (P2, or
+    /// P1 while P2 is paused: a demotion never lands in a paused class).
     NonCoreLowestPriority,
     /// Non-core callers get the fallback answer.
     CoreOnly,
@@ -132,7 +134,21 @@ impl Default for Effects {
 }
 
 impl Effects {
-    /// The effects of `level` under `config`.
+    /// The effects of `level` for `cause`: a level called for only by the overload detector
+    /// leaves the concurrency limit to admission's recovery ramp.
+    pub fn caused(level: Level, cause: LevelCause, config: &DegradationConfig) -> Self {
+        let full = Effects::of(level, config);
+        if cause.cuts_concurrency() {
+            full
+        } else {
+            Effects {
+                concurrency_ratio: 1.0,
+                ..full
+            }
+        }
+    }
+
+    /// The full effects of `level` under `config`.
     pub fn of(level: Level, config: &DegradationConfig) -> Self {
         let normal = Effects::default();
         match level {
@@ -207,5 +223,26 @@ mod tests {
             (three.callers, three.serve),
             (CallerPolicy::CoreOnly, ServeMode::CacheAndWarmedOnly)
         );
+    }
+
+    #[test]
+    fn overload_alone_keeps_warmup_effects_but_not_the_concurrency_cut() {
+        let config = DegradationConfig::default();
+        let by_overload = Effects::caused(Level::Conservative, LevelCause::Overload, &config);
+        assert_eq!(by_overload.concurrency_ratio, 1.0);
+        assert!(!by_overload.warmup.lazy);
+        assert_eq!(by_overload.warmup.scheduled_frequency, 0.5);
+        for cause in [
+            LevelCause::BudgetWater,
+            LevelCause::BudgetWaterAndOverload,
+            LevelCause::Operator,
+        ] {
+            let effects = Effects::caused(Level::Conservative, cause, &config);
+            assert_eq!(
+                effects,
+                Effects::of(Level::Conservative, &config),
+                "{cause:?}"
+            );
+        }
     }
 }

@@ -55,7 +55,7 @@ impl DegradationMetrics {
             water_level,
             transitions: counter_vec(
                 "switchyard_degradation_transitions_total",
-                "Level changes by from, to and cause (signal, force, release, drill).",
+                "Level changes by from, to and cause (signal, force, release, drill; cause_change: the level re-applied because what calls for it changed).",
                 &["from", "to", "cause"],
             )?,
             actions: counter_vec(

@@ -19,6 +19,8 @@ pub use audit::{AuditEntry, AuditKind};
 pub use controller::{DegradationController, DegradationStatus, Evaluation, ForceReport};
 pub use drill::{DETECT_DEADLINE_MS, DrillReport};
 pub use level::{CallerPolicy, Effects, Level, ServeMode};
-pub use signals::{OverloadState, Signals, target_level};
+pub use signals::{LevelCause, OverloadState, Signals, caller_level, level_cause, target_level};
 pub use step::{ActionReport, StepReport};
-pub use view::{DegradationView, Forced, LevelFailure, Verdict, ViewReader};
+pub use view::{
+    CallerSignals, DegradationView, Forced, LevelFailure, RequestVerdict, Verdict, ViewReader,
+};

@@ -1,6 +1,8 @@
 //! Entering one level: every action of the level, in order, each must succeed. The first
 //! failure stops the step, marks the level failed and alerts; the view keeps the previous
-//! level and shows exactly the effects that did take hold.
+//! level and shows exactly the effects that did take hold. Re-entering the level in force
+//! (its cause changed, so its concurrency effect did) works the same way and leaves the
+//! recovery interval's clock alone.
 
 use serde::Serialize;
 use tracing::{error, info, warn};
@@ -9,6 +11,7 @@ use super::actions::DegradationAction;
 use super::audit::AuditKind;
 use super::controller::{ControllerState, DegradationController};
 use super::level::{Effects, Level};
+use super::signals::LevelCause;
 use super::view::LevelFailure;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -33,10 +36,11 @@ impl DegradationController {
         &self,
         state: &mut ControllerState,
         level: Level,
-        cause: &'static str,
+        trigger: &'static str,
+        level_cause: LevelCause,
     ) -> StepReport {
         let from = state.level;
-        let wanted = Effects::of(level, &self.config.load());
+        let wanted = Effects::caused(level, level_cause, &self.config.load());
         let mut actions = Vec::new();
         let mut failure = None;
         for action in DegradationAction::establishing(&wanted) {
@@ -76,8 +80,10 @@ impl DegradationController {
                     staying_at = from.as_u8(),
                     action,
                     %error,
-                    cause,
-                    "degradation level FAILED: a must-succeed action failed; the level is not in force"
+                    trigger,
+                    cause = level_cause.label(),
+                    "degradation level FAILED: a must-succeed action failed; the level is not in \
+                     force (re-applying the level in force: its effects stay as the view shows)"
                 );
                 let reason = format!("action {action} failed: {error}");
                 self.record_audit(
@@ -98,25 +104,37 @@ impl DegradationController {
             None => {
                 self.metrics
                     .transitions
-                    .with_label_values(&[level_label(from), level_label(level), cause])
+                    .with_label_values(&[level_label(from), level_label(level), trigger])
                     .inc();
-                if level > from {
-                    warn!(
+                let cause = level_cause.label();
+                let concurrency_ratio = wanted.concurrency_ratio;
+                match level.cmp(&from) {
+                    std::cmp::Ordering::Greater => warn!(
                         from = from.as_u8(),
                         to = level.as_u8(),
+                        trigger,
                         cause,
+                        concurrency_ratio,
                         "degradation level raised"
-                    );
-                } else {
-                    info!(
+                    ),
+                    std::cmp::Ordering::Less => info!(
                         from = from.as_u8(),
                         to = level.as_u8(),
+                        trigger,
                         cause,
+                        concurrency_ratio,
                         "degradation level lowered"
-                    );
+                    ),
+                    std::cmp::Ordering::Equal => info!(
+                        level = level.as_u8(),
+                        cause, concurrency_ratio, "degradation level re-applied: its cause changed"
+                    ),
+                }
+                if level != from {
+                    state.since = now;
                 }
                 state.level = level;
-                state.since = now;
+                state.cause = level_cause;
                 state.failed = None;
             }
         }

@@ -5,9 +5,11 @@
 
 mod cache;
 mod normalise;
+mod stream;
 
 pub use cache::{CacheKey, CacheLookup, CachedAnswer, ResponseCache, is_time_sensitive};
 pub use normalise::{NormaliseError, Normalised, Notice, normalise_chat};
+pub use stream::{completion_from_sse, sse_from_completion};
 
 use prometheus::{IntCounterVec, Opts, Registry};
 use serde::Serialize;

@@ -12,6 +12,7 @@ use tracing::{error, info};
 
 use super::report::TickReport;
 use super::shared::{Core, ResourceTable};
+use super::steady::{LatencyHistogram, SteadyLatency};
 use super::wave::Wave;
 use crate::clock::{UnixMillis, secs_to_ms};
 use crate::config::WarmupConfig;
@@ -30,7 +31,8 @@ pub(crate) enum ManagerMsg {
     },
     SetLimits(WarmupLimits, RpcReplyPort<()>),
     Reload(Box<WarmupConfig>, RpcReplyPort<Result<(), ConfigError>>),
-    SetSteadyP95(u64),
+    /// The gateway's cumulative business-latency histogram and when it was read.
+    BusinessLatency(UnixMillis, LatencyHistogram),
 }
 
 pub(crate) struct ManagerActor;
@@ -42,7 +44,7 @@ pub(crate) struct ManagerState {
     next_wave: u64,
     next_job: u64,
     jobs: HashMap<u64, JoinHandle<()>>,
-    steady_p95_ms: Option<u64>,
+    steady: SteadyLatency,
     ticking: bool,
 }
 
@@ -68,7 +70,12 @@ impl ManagerState {
                     slot.busy = true;
                     let wave = self.wave.get_or_insert_with(|| {
                         self.next_wave += 1;
-                        Wave::new(self.next_wave, &config.ramp, self.steady_p95_ms, now)
+                        // Chosen once, from traffic before the wave: a baseline that followed
+                        // business latency during the wave would rise with the harm the wave
+                        // does and hide it.
+                        let steady = self.steady.select(now, &config.ramp);
+                        core.metrics.note_steady_p95(steady);
+                        Wave::new(self.next_wave, &config.ramp, steady, now)
                     });
                     wave.queue.push_back(Arc::clone(cell));
                     report.queued.push(Arc::clone(&cell.resource.name));
@@ -304,7 +311,7 @@ impl Actor for ManagerActor {
             next_wave: 0,
             next_job: 0,
             jobs: HashMap::new(),
-            steady_p95_ms: None,
+            steady: SteadyLatency::default(),
             ticking: false,
         };
         state.arm_tick(&myself);
@@ -347,11 +354,9 @@ impl Actor for ManagerActor {
                 }
                 let _ = reply.send(result);
             }
-            ManagerMsg::SetSteadyP95(p95_ms) => {
-                state.steady_p95_ms = Some(p95_ms);
-                if let Some(wave) = &mut state.wave {
-                    wave.ramp.set_steady_p95_ms(p95_ms);
-                }
+            ManagerMsg::BusinessLatency(now, histogram) => {
+                let window = secs_to_ms(state.core.config.load().ramp.steady_window_secs);
+                state.steady.observe(now, histogram, window);
             }
         }
         Ok(())

@@ -5,6 +5,7 @@
 mod actor;
 mod report;
 mod shared;
+mod steady;
 mod wave;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -18,6 +19,7 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 pub use report::{LazyWarm, ResourceReport, TickReport, WarmupReport, WaveStatus};
+pub use steady::{LatencyHistogram, SteadyP95, SteadySource};
 
 use crate::accounting::{self, Books};
 use crate::budget::{PlanInputs, PlanReport, plan, warmup_budget};
@@ -125,10 +127,16 @@ impl WarmupManager {
         Ok(())
     }
 
-    /// The business steady-state p95 the ramp compares warmup latency with.
-    pub fn set_steady_p95(&self, p95: Duration) {
-        let millis = u64::try_from(p95.as_millis()).unwrap_or(u64::MAX);
-        let _ = self.actor.send_message(ManagerMsg::SetSteadyP95(millis));
+    /// The owner's cumulative histogram of business-request latency (warmups excluded),
+    /// reported every few seconds. A wave's steady p95 is the p95 of the requests between
+    /// the newest report and the one `warmup.ramp.steady_window_secs` earlier; with fewer
+    /// than `steady_min_samples` of them, or no recent report, `steady_p95_ms` is used.
+    pub fn observe_business_latency(&self, histogram: LatencyHistogram) {
+        // Stamped here, not when the actor gets to it: the window is about when it was read.
+        let now = self.core.clock.unix_millis();
+        let _ = self
+            .actor
+            .send_message(ManagerMsg::BusinessLatency(now, histogram));
     }
 
     /// Request path: called when a request needs the L2 resource `name`. Warm → returns at

@@ -11,6 +11,8 @@ use crate::executor::WarmupResult;
 use crate::ramp::RampMove;
 use crate::schedule::WarmupLimits;
 
+use super::steady::SteadyP95;
+
 /// The running wave.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WaveStatus {
@@ -22,6 +24,9 @@ pub struct WaveStatus {
     pub running: usize,
     pub warmed: u64,
     pub failed: u64,
+    /// What the wave's p95 is compared with (× `advance_max_p95_ratio`), and where it came
+    /// from: business traffic before the wave, or the configured fallback.
+    pub steady_p95: SteadyP95,
 }
 
 /// What one scheduling pass did.

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::WaveStatus;
+use super::steady::SteadyP95;
 use crate::clock::UnixMillis;
 use crate::config::WarmupRampConfig;
 use crate::ramp::Ramp;
@@ -14,6 +15,7 @@ pub(crate) struct Wave {
     pub(crate) id: u64,
     pub(crate) started: UnixMillis,
     pub(crate) ramp: Ramp,
+    pub(crate) steady_p95: SteadyP95,
     pub(crate) queue: VecDeque<Arc<ResourceCell>>,
     pub(crate) running: usize,
     pub(crate) warmed: u64,
@@ -24,17 +26,16 @@ impl Wave {
     pub(crate) fn new(
         id: u64,
         config: &WarmupRampConfig,
-        steady_p95_ms: Option<u64>,
+        steady_p95: SteadyP95,
         now: UnixMillis,
     ) -> Self {
         let mut ramp = Ramp::new(config, now);
-        if let Some(p95) = steady_p95_ms {
-            ramp.set_steady_p95_ms(p95);
-        }
+        ramp.set_steady_p95_ms(steady_p95.ms);
         Self {
             id,
             started: now,
             ramp,
+            steady_p95,
             queue: VecDeque::new(),
             running: 0,
             warmed: 0,
@@ -66,6 +67,7 @@ impl Wave {
             running: self.running,
             warmed: self.warmed,
             failed: self.failed,
+            steady_p95: self.steady_p95,
         }
     }
 }

@@ -17,6 +17,8 @@ use crate::status::TransitionReason;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ProbeResult {
     Success,
+    /// Answered, but its first token or its time per token was above the recovery threshold.
+    Slow,
     /// No answer within `prober.latency_bound_ms`.
     Timeout,
     /// Transport error, non-2xx status, or no model known to probe with.
@@ -27,6 +29,7 @@ impl ProbeResult {
     fn label(self) -> &'static str {
         match self {
             ProbeResult::Success => "success",
+            ProbeResult::Slow => "slow",
             ProbeResult::Timeout => "timeout",
             ProbeResult::Error => "error",
         }

@@ -4,7 +4,7 @@
 //! WorkerSupervisor   owns the health streaks and the hysteresis judge (WorkerCore)
 //! ├── HealthChecker  probes the health path every interval
 //! ├── Collector      scrapes /metrics (or gateway observations), publishes p90s
-//! ├── Prober         only while overloaded: one-token completions at a fixed cadence
+//! ├── Prober         only while overloaded: traffic-shaped streamed probes at a fixed cadence
 //! └── Discovery      until the worker's models are known
 //! ```
 //!
@@ -16,6 +16,7 @@ mod collector;
 mod decisions;
 mod discovery;
 mod health_checker;
+mod probe_timing;
 mod prober;
 
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};

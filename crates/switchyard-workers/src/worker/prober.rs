@@ -1,7 +1,7 @@
-//! Child actor, alive only while the worker is marked overloaded: sends a one-token
-//! completion at a fixed cadence and reports each result to the supervisor's judge.
-//! Probes carry `x-switchyard-purpose: probe` and never touch the breaker or the observed
-//! latencies, so they never count as user traffic.
+//! Child actor, alive only while the worker is marked overloaded: sends a streamed
+//! completion shaped like traffic at a fixed cadence, times it (`probe_timing`) and reports
+//! each verdict to the supervisor's judge. Probes carry `x-switchyard-purpose: probe` and
+//! never touch the breaker or the observed latencies, so they never count as user traffic.
 
 use bytes::Bytes;
 use http::{Method, Request, header};
@@ -12,12 +12,12 @@ use switchyard_core::Purpose;
 use tracing::debug;
 
 use super::decisions::ProbeResult;
+use super::probe_timing::{judge, timed_probe};
 use super::{ChildArgs, Tick, WorkerMsg};
 use crate::config::{HealthConfig, ms};
-use crate::http_client::{FetchError, fetch};
+use crate::http_client::FetchError;
 
 pub(crate) const PURPOSE_HEADER: &str = "x-switchyard-purpose";
-const MAX_BODY: usize = 256 * 1024;
 
 pub(crate) struct Prober;
 
@@ -72,8 +72,8 @@ async fn probe(args: &ChildArgs, config: &HealthConfig) -> ProbeResult {
     let body = serde_json::json!({
         "model": model,
         "prompt": config.prober.prompt,
-        "max_tokens": 1,
-        "stream": false,
+        "max_tokens": config.prober.max_tokens,
+        "stream": true,
     });
     let request = handle
         .uri_for(&config.prober.path)
@@ -95,9 +95,13 @@ async fn probe(args: &ChildArgs, config: &HealthConfig) -> ProbeResult {
         }
     };
     let bound = ms(config.prober.latency_bound_ms);
-    match fetch(&args.client, request, bound, MAX_BODY).await {
-        Ok((status, _)) if status.is_success() => ProbeResult::Success,
-        Ok((status, _)) => {
+    match timed_probe(&args.client, request, bound).await {
+        Ok(Ok(timing)) => {
+            let verdict = judge(timing, config);
+            debug!(worker, ?timing, ?verdict, "probe answered");
+            verdict
+        }
+        Ok(Err(status)) => {
             debug!(worker, %status, "probe failed");
             ProbeResult::Error
         }

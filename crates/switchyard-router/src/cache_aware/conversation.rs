@@ -1,0 +1,84 @@
+//! Which conversation a chat request belongs to, from its prompt alone.
+//!
+//! Several gateway replicas see different turns of the same conversation, so where a turn goes
+//! must be a function of what every replica can read in the request. A session key alone is
+//! too coarse (one busy session would pin a worker forever) and the prompt grows every turn;
+//! what stays fixed for the whole conversation is its opening: the system prompt and the first
+//! user message. Hashing that opening together with the session key names the conversation the
+//! same way on every replica and at every turn, and a session's next conversation lands on a
+//! fresh ring position, which spreads busy sessions without any load signal.
+
+use crate::hash::stable_hash_seeded;
+
+/// How the gateway flattens chat messages into the prompt: `<|role|>content\n` per message, in
+/// order (`switchyard-gateway`'s `openai::flatten_messages`; a gateway test pins the two
+/// together).
+pub const USER_TURN_MARKER: &str = "<|user|>";
+/// Starts every message after the first.
+const NEXT_MESSAGE: &str = "\n<|";
+
+/// A chat conversation, named by its opening.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Conversation {
+    /// Ring position and placement-override key: the opening hashed under the routing key.
+    pub(super) key: u64,
+    /// The prompt is the opening itself: no worker can hold anything of this conversation
+    /// yet, so placing it off its ring owner costs nothing.
+    pub(super) first_turn: bool,
+}
+
+impl Conversation {
+    /// None when the prompt is not a flattened chat with a user message (e.g. a completion).
+    pub(super) fn of(prompt: &str, routing_key_hash: u64) -> Option<Self> {
+        let opening = opening(prompt)?;
+        Some(Self {
+            key: stable_hash_seeded(opening.as_bytes(), routing_key_hash),
+            first_turn: opening.len() == prompt.len(),
+        })
+    }
+}
+
+/// The prompt up to the end of its first user message.
+fn opening(prompt: &str) -> Option<&str> {
+    let user = prompt.find(USER_TURN_MARKER)?;
+    let body = user + USER_TURN_MARKER.len();
+    let end = prompt[body..]
+        .find(NEXT_MESSAGE)
+        .map_or(prompt.len(), |at| body + at + 1);
+    Some(&prompt[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TURN_1: &str = "<|system|>be brief\n<|user|>hi\n";
+    const TURN_2: &str = "<|system|>be brief\n<|user|>hi\n<|assistant|>hello\n<|user|>more\n";
+
+    #[test]
+    fn every_turn_of_a_conversation_has_the_same_key() {
+        let first = Conversation::of(TURN_1, 7).unwrap();
+        let second = Conversation::of(TURN_2, 7).unwrap();
+        assert_eq!(first.key, second.key);
+        assert!(first.first_turn && !second.first_turn);
+        assert_eq!(opening(TURN_2), Some(TURN_1));
+    }
+
+    #[test]
+    fn another_opening_or_another_session_is_another_conversation() {
+        let other_opening = Conversation::of("<|system|>be brief\n<|user|>ho\n", 7).unwrap();
+        assert_ne!(other_opening.key, Conversation::of(TURN_1, 7).unwrap().key);
+        assert_ne!(
+            Conversation::of(TURN_1, 8).unwrap().key,
+            Conversation::of(TURN_1, 7).unwrap().key
+        );
+    }
+
+    #[test]
+    fn a_multi_line_user_message_belongs_to_the_opening_and_plain_prompts_have_none() {
+        let prompt = "<|user|>line one\nline two\n<|assistant|>ok\n";
+        assert_eq!(opening(prompt), Some("<|user|>line one\nline two\n"));
+        assert!(!Conversation::of(prompt, 1).unwrap().first_turn);
+        assert_eq!(Conversation::of("Summarise: <|sys|> text", 1), None);
+    }
+}
