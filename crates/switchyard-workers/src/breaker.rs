@@ -109,6 +109,12 @@ pub(crate) struct CircuitBreaker {
     opened_at: Option<Instant>,
     permits_issued: u32,
     trial: Tally,
+    /// Closed: when the oldest failed or slow call still in the window arrived, i.e. when
+    /// this failing episode began (approximated by the first bad call since the window was
+    /// last clean).
+    failing_since: Option<Instant>,
+    /// Set when closed -> open: how long the episode took to take the worker out.
+    failover: Option<Duration>,
 }
 
 impl CircuitBreaker {
@@ -121,7 +127,15 @@ impl CircuitBreaker {
             opened_at: None,
             permits_issued: 0,
             trial: Tally::default(),
+            failing_since: None,
+            failover: None,
         }
+    }
+
+    /// The time from the first bad call of the episode to the last closed -> open
+    /// transition; `None` if the breaker has not opened from closed since the last call.
+    pub(crate) fn take_failover(&mut self) -> Option<Duration> {
+        self.failover.take()
     }
 
     pub(crate) fn state(&self) -> BreakerState {
@@ -184,7 +198,15 @@ impl CircuitBreaker {
                 }
                 self.window.push_back(call);
                 self.tally.add(call);
+                if self.tally.failures + self.tally.slow == 0 {
+                    self.failing_since = None;
+                } else if self.failing_since.is_none() {
+                    self.failing_since = Some(now);
+                }
                 if self.tally.calls >= self.params.minimum_calls && self.tally.trips(&self.params) {
+                    self.failover = self
+                        .failing_since
+                        .map(|since| now.saturating_duration_since(since));
                     self.enter_open(now);
                     return Some(Transition::Opened);
                 }
@@ -223,6 +245,7 @@ impl CircuitBreaker {
     fn enter_open(&mut self, now: Instant) {
         self.state = BreakerState::Open;
         self.opened_at = Some(now);
+        self.failing_since = None;
         self.window.clear();
         self.tally = Tally::default();
     }
@@ -236,6 +259,7 @@ impl CircuitBreaker {
     fn enter_closed(&mut self) {
         self.state = BreakerState::Closed;
         self.opened_at = None;
+        self.failing_since = None;
         self.window.clear();
         self.tally = Tally::default();
     }

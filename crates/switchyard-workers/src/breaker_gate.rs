@@ -58,6 +58,11 @@ impl BreakerGate {
         }
     }
 
+    /// The registry's injected clock, which the supervisor's decisions share.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     pub(crate) fn state(&self) -> BreakerState {
         match self.state.load(Ordering::Acquire) {
             OPEN => BreakerState::Open,
@@ -88,7 +93,12 @@ impl BreakerGate {
         result
     }
 
-    pub(crate) fn record(&self, outcome: CallOutcome) -> (Call, Option<Transition>) {
+    /// Also returns the failover time when this call opened a closed breaker
+    /// ([`CircuitBreaker::take_failover`]).
+    pub(crate) fn record(
+        &self,
+        outcome: CallOutcome,
+    ) -> (Call, Option<Transition>, Option<Duration>) {
         let mut core = self.core.lock();
         let call = match outcome {
             CallOutcome::Success { ttfb } if ttfb > core.slow_call() => Call::Slow,
@@ -97,8 +107,9 @@ impl BreakerGate {
             CallOutcome::Abandoned => Call::Abandoned,
         };
         let transition = core.record(call, self.clock.now());
+        let failover = core.take_failover();
         self.mirror(&core);
-        (call, transition)
+        (call, transition, failover)
     }
 
     pub(crate) fn reconfigure(&self, params: BreakerParams) {

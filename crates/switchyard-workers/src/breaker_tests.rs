@@ -178,3 +178,27 @@ fn reconfigure_shrinks_the_window_keeping_the_newest_calls() {
         vec![Transition::Opened]
     );
 }
+
+#[test]
+fn failover_runs_from_the_first_bad_call_of_the_episode_to_the_opening() {
+    let (mut b, clock) = breaker();
+    record_n(&mut b, &clock, Call::Success, 15);
+    // An isolated failure that leaves the window again does not start the episode.
+    let mut params = BreakerParams::from_config(&BreakerConfig::default());
+    params.window_size = 30;
+    b.reconfigure(params);
+    record_n(&mut b, &clock, Call::Failure, 1);
+    record_n(&mut b, &clock, Call::Success, 30);
+    assert_eq!(b.take_failover(), None);
+    clock.advance(Duration::from_secs(5));
+    record_n(&mut b, &clock, Call::Failure, 1);
+    clock.advance(Duration::from_millis(1_500));
+    assert_eq!(record_n(&mut b, &clock, Call::Failure, 13), vec![]);
+    assert_eq!(b.take_failover(), None, "still closed");
+    assert_eq!(
+        record_n(&mut b, &clock, Call::Failure, 1),
+        vec![Transition::Opened]
+    );
+    assert_eq!(b.take_failover(), Some(Duration::from_millis(1_500)));
+    assert_eq!(b.take_failover(), None, "taken once");
+}

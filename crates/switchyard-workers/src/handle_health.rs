@@ -10,7 +10,7 @@ use crate::breaker::{BreakerParams, BreakerState, Call, Transition};
 use crate::breaker_gate::CallOutcome;
 use crate::handle::WorkerHandle;
 use crate::latency::LatencyFigures;
-use crate::metrics::BreakerCall;
+use crate::metrics::{BreakerCall, FailoverReason};
 use crate::status::{Routability, TransitionReason, WorkerStatus};
 
 impl WorkerHandle {
@@ -64,7 +64,7 @@ impl WorkerHandle {
 
     /// Reports how a call ended: feeds the circuit breaker. Probe traffic never comes here.
     pub fn record_outcome(&self, outcome: CallOutcome) {
-        let (call, transition) = self.breaker.record(outcome);
+        let (call, transition, failover) = self.breaker.record(outcome);
         self.series.breaker_call(match call {
             Call::Success => BreakerCall::Success,
             Call::Slow => BreakerCall::Slow,
@@ -73,6 +73,12 @@ impl WorkerHandle {
         });
         if let Some(transition) = transition {
             self.on_breaker_transition(transition);
+        }
+        // Only when the breaker is what took the worker out (it was not already filtered).
+        if let Some(failover) = failover
+            && self.routability() == Routability::CircuitOpen
+        {
+            self.series.failover(FailoverReason::CircuitOpen, failover);
         }
     }
 

@@ -3,10 +3,12 @@
 //! created at zero when it joins and removed when it leaves.
 
 use prometheus::{
-    GaugeVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry as PromRegistry,
+    GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry as PromRegistry,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use crate::breaker::BreakerState;
 use crate::latency::{LatencyFigures, LatencySource};
@@ -46,6 +48,29 @@ pub(crate) enum BreakerCall {
 }
 const BREAKER_OUTCOMES: [&str; 5] = ["success", "slow", "failure", "rejected", "abandoned"];
 
+/// What took a routable worker out, for `switchyard_worker_failover_seconds`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FailoverReason {
+    HealthCheck,
+    CircuitOpen,
+}
+
+impl FailoverReason {
+    const ALL: [FailoverReason; 2] = [FailoverReason::HealthCheck, FailoverReason::CircuitOpen];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            FailoverReason::HealthCheck => "health_check",
+            FailoverReason::CircuitOpen => "circuit_open",
+        }
+    }
+}
+
+/// Health checks run every 1 s (250 ms while suspect), so a default failover lands near
+/// 0.5 s; a breaker episode can last minutes on a thin request stream.
+const FAILOVER_BUCKETS_SECONDS: &[f64] =
+    &[0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0];
+
 /// The metric families, registered once per registry.
 #[derive(Debug)]
 pub(crate) struct WorkerMetrics {
@@ -61,6 +86,7 @@ pub(crate) struct WorkerMetrics {
     scrapes: IntCounterVec,
     judge_windows: IntCounterVec,
     drains: IntCounterVec,
+    failover: HistogramVec,
 }
 
 const DRAIN_OUTCOMES: &[&str] = &["idle", "timed_out", "interrupted"];
@@ -147,6 +173,23 @@ impl WorkerMetrics {
                 )?;
                 for outcome in DRAIN_OUTCOMES {
                     vec.with_label_values(&[outcome]);
+                }
+                vec
+            },
+            failover: {
+                let vec = HistogramVec::new(
+                    HistogramOpts::new(
+                        "switchyard_worker_failover_seconds",
+                        "From the first failure of an episode (failed health check, failed or \
+                         slow call) to the routable worker being filtered, by reason \
+                         (health_check, circuit_open); not per worker.",
+                    )
+                    .buckets(FAILOVER_BUCKETS_SECONDS.to_vec()),
+                    &["reason"],
+                )?;
+                registry.register(Box::new(vec.clone()))?;
+                for reason in FailoverReason::ALL {
+                    vec.with_label_values(&[reason.as_str()]);
                 }
                 vec
             },
@@ -278,6 +321,14 @@ impl WorkerSeries {
                 gauge.set(i64::from(*s == state.as_str()));
             }
         }
+    }
+
+    /// Recorded even after `forget`: the family has no worker label, so nothing resurrects.
+    pub(crate) fn failover(&self, reason: FailoverReason, took: Duration) {
+        self.families
+            .failover
+            .with_label_values(&[reason.as_str()])
+            .observe(took.as_secs_f64());
     }
 
     /// Hot path: one atomic add on a pre-resolved counter.

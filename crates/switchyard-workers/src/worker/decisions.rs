@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use crate::breaker::BreakerParams;
 use crate::config::HealthConfig;
@@ -10,8 +11,8 @@ use crate::handle::WorkerHandle;
 use crate::health_tracker::{HealthTracker, HealthVerdict};
 use crate::judge::{Judge, JudgeThresholds, OverloadReason, ProbeVerdict, WindowVerdict};
 use crate::latency::LatencyFigures;
-use crate::metrics::Family;
-use crate::status::TransitionReason;
+use crate::metrics::{FailoverReason, Family};
+use crate::status::{Routability, TransitionReason};
 
 /// How one overload probe went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +40,8 @@ impl ProbeResult {
 pub(crate) struct WorkerCore {
     handle: Arc<WorkerHandle>,
     health: HealthTracker,
+    /// When the current streak of failed health checks on a healthy worker began.
+    failing_since: Option<Instant>,
     judge: Judge,
 }
 
@@ -47,6 +50,7 @@ impl WorkerCore {
     pub(crate) fn new(handle: Arc<WorkerHandle>) -> Self {
         Self {
             health: HealthTracker::new(handle.is_healthy()),
+            failing_since: None,
             judge: Judge::resume(handle.is_overloaded()),
             handle,
         }
@@ -67,13 +71,25 @@ impl WorkerCore {
         counter.fetch_add(1, Ordering::Relaxed);
         h.series.count(Family::HealthChecks, label);
         let c = &config.health;
+        let now = h.breaker.now();
         match self
             .health
             .observe(success, c.unhealthy_threshold, c.healthy_threshold)
         {
-            HealthVerdict::BecameUnhealthy => h.set_healthy(false),
+            HealthVerdict::BecameUnhealthy => {
+                let since = self.failing_since.take().unwrap_or(now);
+                // Counted only if the health checks are what took the worker out.
+                if h.routability() == Routability::Routable {
+                    let took = now.saturating_duration_since(since);
+                    h.series.failover(FailoverReason::HealthCheck, took);
+                }
+                h.set_healthy(false);
+            }
+            HealthVerdict::Suspect => {
+                self.failing_since.get_or_insert(now);
+            }
             HealthVerdict::BecameHealthy => h.set_healthy(true),
-            HealthVerdict::Healthy | HealthVerdict::Suspect | HealthVerdict::Unhealthy => {}
+            HealthVerdict::Healthy | HealthVerdict::Unhealthy => self.failing_since = None,
         }
     }
 
@@ -151,6 +167,7 @@ mod tests {
     use crate::latency::LatencySource;
     use crate::spec::WorkerSpec;
     use crate::status::Routability;
+    use std::time::Duration;
     use switchyard_core::WorkerId;
 
     fn core() -> (WorkerCore, Arc<WorkerHandle>) {
@@ -191,6 +208,62 @@ mod tests {
             (3, 5)
         );
         assert_eq!(counters.transitions, 2);
+    }
+
+    /// (sample count, sum in seconds) of `switchyard_worker_failover_seconds{reason}`.
+    fn failover(registry: &prometheus::Registry, reason: &str) -> (u64, f64) {
+        let family = registry
+            .gather()
+            .into_iter()
+            .find(|f| f.name() == "switchyard_worker_failover_seconds")
+            .unwrap();
+        let metric = family
+            .get_metric()
+            .iter()
+            .find(|m| m.get_label()[0].value() == reason)
+            .unwrap();
+        let h = metric.get_histogram();
+        (h.get_sample_count(), h.get_sample_sum())
+    }
+
+    #[test]
+    fn failover_time_runs_from_the_first_failed_check_of_the_streak() {
+        let clock = switchyard_core::ManualClock::new();
+        let registry = prometheus::Registry::new();
+        let ctx = crate::handle::HandleContext {
+            clock: Arc::new(clock.clone()),
+            metrics: Arc::new(crate::metrics::WorkerMetrics::register(&registry).unwrap()),
+            ..test_context()
+        };
+        let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
+        let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &ctx).unwrap());
+        let mut core = WorkerCore::new(Arc::clone(&handle));
+        let config = HealthConfig::default();
+        // A failure cleared by a success does not start the episode.
+        core.on_health(false, &config);
+        clock.advance(Duration::from_secs(10));
+        core.on_health(true, &config);
+        clock.advance(Duration::from_secs(10));
+        core.on_health(false, &config);
+        for _ in 0..2 {
+            clock.advance(Duration::from_millis(250));
+            core.on_health(false, &config);
+        }
+        assert_eq!(handle.routability(), Routability::Unhealthy);
+        assert_eq!(failover(&registry, "health_check"), (1, 0.5));
+
+        // Back, then out again while the breaker already filters it: not a health failover.
+        for _ in 0..5 {
+            core.on_health(true, &config);
+        }
+        for _ in 0..30 {
+            handle.record_outcome(crate::CallOutcome::Failure);
+        }
+        assert_eq!(failover(&registry, "circuit_open"), (1, 0.0));
+        for _ in 0..3 {
+            core.on_health(false, &config);
+        }
+        assert_eq!(failover(&registry, "health_check"), (1, 0.5));
     }
 
     #[test]
