@@ -7,60 +7,22 @@ mod common;
 
 use common::*;
 use http::Method;
-use switchyard_gateway::config::{AdminKey, AdminRole};
+use switchyard_gateway::config::AdminRole;
 
 const VIEWER: &str = "vera-viewer-key-0001";
 const OPERATOR: &str = "oscar-operator-key-01";
 const APPROVER: &str = "april-approver-key-01";
 const ADMIN: &str = "adam-admin-key-000001";
 
-fn key(name: &str, key: &str, role: AdminRole) -> AdminKey {
-    AdminKey {
-        name: name.into(),
-        key: key.into(),
-        role,
-    }
-}
-
-async fn call(base: &str, key: &str, method: Method, path: &str, body: serde_json::Value) -> Reply {
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    send(
-        method,
-        &format!("{base}{path}"),
-        &[
-            ("authorization", &format!("Bearer {key}")),
-            ("content-type", "application/json"),
-        ],
-        body,
-    )
-    .await
-}
-
-fn assert_forbidden(reply: &Reply, role: &str) {
-    assert_eq!(reply.status, 403, "{}", reply.body);
-    let error = &reply.json()["error"];
-    assert_eq!(error["code"], "insufficient_role");
-    assert_eq!(error["type"], "permission_error");
-    let message = error["message"].as_str().unwrap();
-    assert!(
-        message.contains(&format!("role `{role}`")),
-        "the message names the role: {message}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_may_do_only_what_it_is_for() {
     let sims = start_sims(1).await;
     let mut config = config_for(&sims, "round_robin");
     config.admin.keys = vec![
-        key("vera", VIEWER, AdminRole::Viewer),
-        key("oscar", OPERATOR, AdminRole::Operator),
-        key("april", APPROVER, AdminRole::Approver),
-        key("adam", ADMIN, AdminRole::default()),
+        named_admin_key("vera", VIEWER, AdminRole::Viewer),
+        named_admin_key("oscar", OPERATOR, AdminRole::Operator),
+        named_admin_key("april", APPROVER, AdminRole::Approver),
+        named_admin_key("adam", ADMIN, AdminRole::default()),
     ];
     let gateway = switchyard_gateway::start(config, None).await.unwrap();
     let base = gateway.base_url();
@@ -77,10 +39,10 @@ async fn each_role_may_do_only_what_it_is_for() {
         "/admin/overrides",
         "/admin/quota/audit",
     ] {
-        let reply = call(&base, VIEWER, Method::GET, path, null.clone()).await;
+        let reply = admin_call(&base, VIEWER, Method::GET, path, null.clone()).await;
         assert_eq!(reply.status, 200, "viewer GET {path}: {}", reply.body);
     }
-    let config = call(&base, VIEWER, Method::GET, "/admin/config", null.clone()).await;
+    let config = admin_call(&base, VIEWER, Method::GET, "/admin/config", null.clone()).await;
     assert_eq!(config.status, 200);
     for secret in [VIEWER, OPERATOR, APPROVER, ADMIN] {
         assert!(
@@ -88,9 +50,9 @@ async fn each_role_may_do_only_what_it_is_for() {
             "a key leaked into GET /admin/config"
         );
     }
-    let reply = call(&base, VIEWER, Method::PUT, "/admin/quota", budget.clone()).await;
-    assert_forbidden(&reply, "viewer");
-    let reply = call(
+    let reply = admin_call(&base, VIEWER, Method::PUT, "/admin/quota", budget.clone()).await;
+    assert_insufficient_role(&reply, "viewer");
+    let reply = admin_call(
         &base,
         VIEWER,
         Method::POST,
@@ -98,8 +60,8 @@ async fn each_role_may_do_only_what_it_is_for() {
         proposal.clone(),
     )
     .await;
-    assert_forbidden(&reply, "viewer");
-    let reply = call(
+    assert_insufficient_role(&reply, "viewer");
+    let reply = admin_call(
         &base,
         VIEWER,
         Method::DELETE,
@@ -107,16 +69,16 @@ async fn each_role_may_do_only_what_it_is_for() {
         null.clone(),
     )
     .await;
-    assert_forbidden(&reply, "viewer");
+    assert_insufficient_role(&reply, "viewer");
 
     // Operator: quotas, proposals, config; not approvals, not membership.
-    let reply = call(&base, OPERATOR, Method::PUT, "/admin/quota", budget.clone()).await;
+    let reply = admin_call(&base, OPERATOR, Method::PUT, "/admin/quota", budget.clone()).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["by"], "oscar");
     let change = serde_json::json!({"set": {"retry.max_retries": 1}, "reason": "test"});
-    let reply = call(&base, OPERATOR, Method::PUT, "/admin/config", change).await;
+    let reply = admin_call(&base, OPERATOR, Method::PUT, "/admin/config", change).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    let reply = call(
+    let reply = admin_call(
         &base,
         OPERATOR,
         Method::POST,
@@ -127,10 +89,10 @@ async fn each_role_may_do_only_what_it_is_for() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     let id = reply.json()["proposed"].as_u64().unwrap();
     let approve = format!("/admin/overrides/{id}/approve");
-    let reply = call(&base, OPERATOR, Method::POST, &approve, null.clone()).await;
-    assert_forbidden(&reply, "operator");
+    let reply = admin_call(&base, OPERATOR, Method::POST, &approve, null.clone()).await;
+    assert_insufficient_role(&reply, "operator");
     let member = serde_json::json!({"id": 9, "addr": "127.0.0.1:1"});
-    let reply = call(
+    let reply = admin_call(
         &base,
         OPERATOR,
         Method::POST,
@@ -138,12 +100,12 @@ async fn each_role_may_do_only_what_it_is_for() {
         member.clone(),
     )
     .await;
-    assert_forbidden(&reply, "operator");
+    assert_insufficient_role(&reply, "operator");
 
     // Approver: approves (a different principal), cannot set quotas or propose.
-    let reply = call(&base, APPROVER, Method::PUT, "/admin/quota", budget.clone()).await;
-    assert_forbidden(&reply, "approver");
-    let reply = call(
+    let reply = admin_call(&base, APPROVER, Method::PUT, "/admin/quota", budget.clone()).await;
+    assert_insufficient_role(&reply, "approver");
+    let reply = admin_call(
         &base,
         APPROVER,
         Method::POST,
@@ -151,13 +113,13 @@ async fn each_role_may_do_only_what_it_is_for() {
         proposal.clone(),
     )
     .await;
-    assert_forbidden(&reply, "approver");
-    let reply = call(&base, APPROVER, Method::POST, &approve, null.clone()).await;
+    assert_insufficient_role(&reply, "approver");
+    let reply = admin_call(&base, APPROVER, Method::POST, &approve, null.clone()).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["approver"], "april");
 
     // Admin: everything, but the ledger still refuses approving one's own proposal.
-    let reply = call(
+    let reply = admin_call(
         &base,
         ADMIN,
         Method::POST,
@@ -168,9 +130,9 @@ async fn each_role_may_do_only_what_it_is_for() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     let own = reply.json()["proposed"].as_u64().unwrap();
     let own_approval = format!("/admin/overrides/{own}/approve");
-    let reply = call(&base, ADMIN, Method::POST, &own_approval, null.clone()).await;
+    let reply = admin_call(&base, ADMIN, Method::POST, &own_approval, null.clone()).await;
     assert_eq!(reply.status, 409, "requester = approver: {}", reply.body);
-    let reply = call(
+    let reply = admin_call(
         &base,
         APPROVER,
         Method::DELETE,
@@ -181,7 +143,7 @@ async fn each_role_may_do_only_what_it_is_for() {
     assert_eq!(reply.status, 200, "an approver revokes: {}", reply.body);
 
     // The audit log names every principal and says which entries it still holds.
-    let audit = call(
+    let audit = admin_call(
         &base,
         VIEWER,
         Method::GET,

@@ -7,72 +7,36 @@ mod common;
 
 use common::*;
 use http::Method;
-use switchyard_gateway::config::{AdminKey, AdminRole};
+use switchyard_gateway::config::AdminRole;
 
 const VIEWER: &str = "vera-viewer-key-0001";
 const OPERATOR: &str = "oscar-operator-key-01";
 const ADMIN: &str = "adam-admin-key-000001";
-
-fn key(name: &str, key: &str, role: AdminRole) -> AdminKey {
-    AdminKey {
-        name: name.into(),
-        key: key.into(),
-        role,
-    }
-}
-
-async fn call(base: &str, key: &str, method: Method, path: &str, body: serde_json::Value) -> Reply {
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    send(
-        method,
-        &format!("{base}{path}"),
-        &[
-            ("authorization", &format!("Bearer {key}")),
-            ("content-type", "application/json"),
-        ],
-        body,
-    )
-    .await
-}
-
-fn assert_insufficient_role(reply: &Reply, role: &str) {
-    assert_eq!(reply.status, 403, "{}", reply.body);
-    assert_eq!(reply.error_code(), "insufficient_role", "{}", reply.body);
-    let message = reply.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(message.contains(&format!("role `{role}`")), "{message}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_reads_warmup_and_degradation_but_may_not_change_them() {
     let sims = start_sims(1).await;
     let mut config = config_for(&sims, "round_robin");
     config.admin.keys = vec![
-        key("vera", VIEWER, AdminRole::Viewer),
-        key("oscar", OPERATOR, AdminRole::Operator),
-        key("adam", ADMIN, AdminRole::Admin),
+        named_admin_key("vera", VIEWER, AdminRole::Viewer),
+        named_admin_key("oscar", OPERATOR, AdminRole::Operator),
+        named_admin_key("adam", ADMIN, AdminRole::Admin),
     ];
     let gateway = switchyard_gateway::start(config, None).await.unwrap();
     let base = gateway.base_url();
     let null = serde_json::Value::Null;
 
     for path in ["/admin/warmup", "/admin/degradation"] {
-        let reply = call(&base, VIEWER, Method::GET, path, null.clone()).await;
+        let reply = admin_call(&base, VIEWER, Method::GET, path, null.clone()).await;
         assert_eq!(reply.status, 200, "viewer GET {path}: {}", reply.body);
         assert!(reply.json().is_object(), "{}", reply.body);
     }
 
     let force = serde_json::json!({"level": 1, "reason": "viewer tries"});
-    let refused = call(&base, VIEWER, Method::PUT, "/admin/degradation", force).await;
+    let refused = admin_call(&base, VIEWER, Method::PUT, "/admin/degradation", force).await;
     assert_insufficient_role(&refused, "viewer");
     let drill = serde_json::json!({"level": 1});
-    let refused = call(
+    let refused = admin_call(
         &base,
         VIEWER,
         Method::POST,
@@ -81,7 +45,7 @@ async fn a_viewer_reads_warmup_and_degradation_but_may_not_change_them() {
     )
     .await;
     assert_insufficient_role(&refused, "viewer");
-    let status = call(
+    let status = admin_call(
         &base,
         VIEWER,
         Method::GET,
@@ -97,11 +61,11 @@ async fn a_viewer_reads_warmup_and_degradation_but_may_not_change_them() {
 
     // An operator may change the level (here: hand control back to the signals).
     let release = serde_json::json!({"release": true, "reason": "operator releases"});
-    let released = call(&base, OPERATOR, Method::PUT, "/admin/degradation", release).await;
+    let released = admin_call(&base, OPERATOR, Method::PUT, "/admin/degradation", release).await;
     assert_eq!(released.status, 200, "{}", released.body);
 
     // The chaos suite's raw state read is for admins only.
-    let chaos = call(
+    let chaos = admin_call(
         &base,
         VIEWER,
         Method::GET,
@@ -110,7 +74,7 @@ async fn a_viewer_reads_warmup_and_degradation_but_may_not_change_them() {
     )
     .await;
     assert_insufficient_role(&chaos, "viewer");
-    let chaos = call(
+    let chaos = admin_call(
         &base,
         OPERATOR,
         Method::GET,
@@ -119,7 +83,7 @@ async fn a_viewer_reads_warmup_and_degradation_but_may_not_change_them() {
     )
     .await;
     assert_insufficient_role(&chaos, "operator");
-    let chaos = call(&base, ADMIN, Method::GET, "/admin/ledger/local", null).await;
+    let chaos = admin_call(&base, ADMIN, Method::GET, "/admin/ledger/local", null).await;
     assert_eq!(chaos.status, 200, "{}", chaos.body);
 
     gateway.shutdown().await;

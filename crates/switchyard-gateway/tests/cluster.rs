@@ -19,30 +19,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn admin(
-    base: &str,
-    key: &str,
-    method: Method,
-    path: &str,
-    body: serde_json::Value,
-) -> Reply {
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    send(
-        method,
-        &format!("{base}{path}"),
-        &[
-            ("authorization", &format!("Bearer {key}")),
-            ("content-type", "application/json"),
-        ],
-        body,
-    )
-    .await
-}
-
 #[tokio::test]
 async fn three_replicas_share_one_budget_and_enforce_the_two_person_rule() {
     // Each answer reports 3 + 8 = 11 tokens, the same as the admission estimate for
@@ -100,7 +76,7 @@ models = ["sim-llama"]
     let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
 
     let formed = eventually(Duration::from_secs(30), || async {
-        let status = admin(
+        let status = admin_call(
             &bases[0],
             ALICE,
             Method::GET,
@@ -117,7 +93,7 @@ models = ["sim-llama"]
     assert!(formed, "three voters");
 
     // Two-person rule, across replicas.
-    let proposed = admin(
+    let proposed = admin_call(
         &bases[1],
         ALICE,
         Method::POST,
@@ -127,7 +103,7 @@ models = ["sim-llama"]
     .await;
     assert_eq!(proposed.status, 200, "{}", proposed.body);
     let id = proposed.json()["proposed"].as_u64().unwrap();
-    let self_approval = admin(
+    let self_approval = admin_call(
         &bases[2],
         ALICE,
         Method::POST,
@@ -140,7 +116,7 @@ models = ["sim-llama"]
         "the requester cannot approve: {}",
         self_approval.body
     );
-    let too_long = admin(
+    let too_long = admin_call(
         &bases[0],
         ALICE,
         Method::POST,
@@ -149,7 +125,7 @@ models = ["sim-llama"]
     )
     .await;
     assert_eq!(too_long.status, 400);
-    let revoke = admin(
+    let revoke = admin_call(
         &bases[0],
         BOB,
         Method::DELETE,
@@ -158,7 +134,7 @@ models = ["sim-llama"]
     )
     .await;
     assert_eq!(revoke.status, 200, "{}", revoke.body);
-    let listed = admin(
+    let listed = admin_call(
         &bases[0],
         BOB,
         Method::GET,
@@ -170,7 +146,7 @@ models = ["sim-llama"]
 
     // Wait until every replica has the budget (seeded from config by the first node up).
     let budgeted = eventually(Duration::from_secs(30), || async {
-        let quota = admin(
+        let quota = admin_call(
             &bases[2],
             ALICE,
             Method::GET,

@@ -4,11 +4,14 @@
 //! round robin for scale.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
 use std::sync::Arc;
+use support::{CONVERSATIONS, SYSTEM_BYTES, SYSTEM_PROMPTS, TAIL_BYTES, WORKERS, text};
 use switchyard_core::WorkerId;
 use switchyard_router::{
     CacheAwareConfig, CacheAwarePolicy, Candidate, ConsistentHashConfig, ConsistentHashPolicy,
@@ -16,42 +19,7 @@ use switchyard_router::{
     RoutingPolicy,
 };
 
-const WORKERS: u32 = 8;
-const SYSTEM_PROMPTS: usize = 5;
-const CONVERSATIONS: usize = 10_000;
-const SYSTEM_BYTES: usize = 6 * 1024;
-const TAIL_BYTES: usize = 4 * 1024;
 const TURN_BYTES: usize = 150;
-
-const WORDS: &[&str] = &[
-    "the",
-    "model",
-    "answer",
-    "request",
-    "worker",
-    "token",
-    "cache",
-    "prefix",
-    "user",
-    "assistant",
-    "please",
-    "explain",
-    "why",
-    "latency",
-    "quota",
-    "budget",
-    "route",
-    "stream",
-];
-
-fn text(rng: &mut SmallRng, bytes: usize) -> String {
-    let mut out = String::with_capacity(bytes + 16);
-    while out.len() < bytes {
-        out.push_str(WORDS[rng.random_range(0..WORDS.len())]);
-        out.push(' ');
-    }
-    out
-}
 
 /// In-flight counts spread below the imbalance guard, like a healthy fleet.
 fn fleet(rng: &mut SmallRng, workers: u32) -> Vec<Candidate> {

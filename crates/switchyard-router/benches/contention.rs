@@ -11,12 +11,15 @@
 //! among them and times the wall clock until every caller is done).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{CONVERSATIONS, SYSTEM_BYTES, SYSTEM_PROMPTS, TAIL_BYTES, WORKERS, text};
 use switchyard_core::WorkerId;
 use switchyard_router::{
     CacheAwareConfig, CacheAwarePolicy, Candidate, ConsistentHashConfig, Decision, DiscardAffinity,
@@ -24,44 +27,9 @@ use switchyard_router::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-const WORKERS: u32 = 8;
-const SYSTEM_PROMPTS: usize = 5;
-const CONVERSATIONS: usize = 10_000;
-const SYSTEM_BYTES: usize = 6 * 1024;
-const TAIL_BYTES: usize = 4 * 1024;
 const CALLERS: [u64; 2] = [1, 2];
 /// Bounded like a real actor mailbox; deep enough that callers never wait for room.
 const MAILBOX_CAPACITY: usize = 1_024;
-
-const WORDS: &[&str] = &[
-    "the",
-    "model",
-    "answer",
-    "request",
-    "worker",
-    "token",
-    "cache",
-    "prefix",
-    "user",
-    "assistant",
-    "please",
-    "explain",
-    "why",
-    "latency",
-    "quota",
-    "budget",
-    "route",
-    "stream",
-];
-
-fn text(rng: &mut SmallRng, bytes: usize) -> String {
-    let mut out = String::with_capacity(bytes + 16);
-    while out.len() < bytes {
-        out.push_str(WORDS[rng.random_range(0..WORDS.len())]);
-        out.push(' ');
-    }
-    out
-}
 
 struct Fixture {
     policy: CacheAwarePolicy,

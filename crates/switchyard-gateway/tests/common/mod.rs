@@ -81,6 +81,56 @@ pub async fn send(
     }
 }
 
+/// A request to the admin API with `key` as the bearer token; a null body sends none.
+pub async fn admin_call(
+    base: &str,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: serde_json::Value,
+) -> Reply {
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    send(
+        method,
+        &format!("{base}{path}"),
+        &[
+            ("authorization", &format!("Bearer {key}")),
+            ("content-type", "application/json"),
+        ],
+        body,
+    )
+    .await
+}
+
+pub fn named_admin_key(
+    name: &str,
+    key: &str,
+    role: switchyard_gateway::config::AdminRole,
+) -> switchyard_gateway::config::AdminKey {
+    switchyard_gateway::config::AdminKey {
+        name: name.into(),
+        key: key.into(),
+        role,
+    }
+}
+
+/// A 403 `insufficient_role` whose message names the caller's role.
+pub fn assert_insufficient_role(reply: &Reply, role: &str) {
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    let error = &reply.json()["error"];
+    assert_eq!(error["code"], "insufficient_role", "{}", reply.body);
+    assert_eq!(error["type"], "permission_error", "{}", reply.body);
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("role `{role}`")),
+        "the message names the role: {message}"
+    );
+}
+
 pub async fn post_json(url: &str, body: &serde_json::Value) -> Reply {
     send(
         Method::POST,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_workers::WorkerSpec;
 
-use crate::common::{ADMIN_KEY, Reply, send};
+use crate::common::{ADMIN_KEY, Reply, admin_call, send};
 
 mod gateway;
 pub use gateway::*;
@@ -133,22 +133,7 @@ async fn list_models(State(worker): State<Arc<Inner>>) -> Json<Value> {
 }
 
 pub async fn admin(method: Method, base: &str, path: &str, body: Value) -> Reply {
-    let auth = format!("Bearer {ADMIN_KEY}");
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    send(
-        method,
-        &format!("{base}{path}"),
-        &[
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-        ],
-        body,
-    )
-    .await
+    admin_call(base, ADMIN_KEY, method, path, body).await
 }
 
 /// A chat completion as a client with `key` (if any) and extra headers sends it.
