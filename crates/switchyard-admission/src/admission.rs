@@ -8,6 +8,7 @@ use switchyard_core::{Clock, Priority, QuotaLedger, RequestTags};
 use tracing::{info, warn};
 
 use crate::AdmissionError;
+use crate::capacity::AdaptiveLimit;
 use crate::config::AdmissionConfig;
 use crate::gates::GateChain;
 use crate::gates::callers::{CallerDirectory, CallerGates};
@@ -49,12 +50,17 @@ impl Admission {
         config.validate()?;
         let metrics = AdmissionMetrics::new(registry)?;
         let now = clock.now();
-        let dispatcher = Dispatcher::new(
+        let adaptive = config
+            .adaptive
+            .enabled
+            .then(|| AdaptiveLimit::new(&config.adaptive, config.max_concurrent));
+        let dispatcher = Dispatcher::with_adaptive(
             config.max_concurrent as usize,
             config.max_queued as usize,
             config.wfq.weights.to_array(),
             config.wfq.min_shares.to_array(),
             metrics.queue.clone(),
+            adaptive,
         );
         let gates = GateChain {
             ledger,
@@ -155,7 +161,7 @@ impl Admission {
             .acquire(tags.priority, tags.caller.clone(), timeout)
             .await;
         let waited = started.elapsed();
-        let capacity_refusal = matches!(slot, Err(QueueRefusal::Full | QueueRefusal::Timeout));
+        let capacity_refusal = slot.as_ref().is_err_and(|refused| refused.is_capacity());
         inner.record_queued(capacity_refusal, slot.is_ok() && tags.client_retry == 0);
         let outcome = if slot.is_ok() { "admitted" } else { "refused" };
         inner
@@ -164,7 +170,13 @@ impl Admission {
         let slot = match slot {
             Ok(slot) => slot,
             Err(refused) => {
-                return Err(inner.refuse(queue_refusal(refused, tags.priority), tags, &caller));
+                let mut refusal = queue_refusal(refused, tags.priority);
+                let drain = match refused {
+                    QueueRefusal::Deadline(wait) => Some(wait),
+                    _ => inner.dispatcher.drain_time(tags.priority),
+                };
+                refusal.retry_after = drain.unwrap_or_default();
+                return Err(inner.refuse(refusal, tags, &caller));
             }
         };
         caller.note_admission();
@@ -297,6 +309,13 @@ impl Inner {
                         "error rate rebounded: recovery ramp stepped back"
                     );
                 }
+                DetectorEvent::Verdict(verdict) => {
+                    self.metrics.verdict(verdict);
+                    info!(
+                        verdict = verdict.as_str(),
+                        "overload detector verdict changed"
+                    );
+                }
             }
         }
         self.dispatcher.set_capacity(self.dispatch_slots(ratio));
@@ -329,6 +348,21 @@ fn queue_refusal(refused: QueueRefusal, class: Priority) -> Refusal {
             gate::QUEUE,
             code::QUEUE_TIMEOUT,
             format!("no dispatch slot freed up within the {class} queue timeout"),
+        ),
+        QueueRefusal::Deadline(wait) => Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            gate::QUEUE,
+            code::QUEUE_DEADLINE,
+            format!(
+                "the {class} queue would keep this request about {} ms, past its wait limit",
+                wait.as_millis()
+            ),
+        ),
+        QueueRefusal::Shed => Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            gate::QUEUE,
+            code::SHED,
+            "the admission queues are full and more urgent requests arrived",
         ),
     }
 }

@@ -10,10 +10,12 @@
 //!   per-class queues served by weighted fair queuing (P0 5 : P1 2 : P2 1, minimum shares
 //!   40/15/5 %), round-robin across callers inside a class, with per-class timeouts.
 //! - **Recovery-storm defence**: jittered exponential `Retry-After` whose exponent follows
-//!   the client's own retries (not its caller's refusals); an overload detector
-//!   (normal → overloaded → recovering → normal) that pauses P2, cuts admission to 30 % and
-//!   ramps it back 30 → 50 → 80 → 100 %, stepping back on an error rebound, and keeps client
-//!   retries to 20 % of admissions while recovering.
+//!   the client's own retries (not its caller's refusals); an overload detector that tells
+//!   demand overload (the gateway's own queue refusals, workers healthy: shed at full
+//!   capacity) from backend distress (filtered workers, failing requests), and only on
+//!   distress (normal → overloaded → recovering → normal) pauses P2, cuts admission to 30 %
+//!   and ramps it back 30 → 50 → 80 → 100 %, stepping back on an error rebound, keeping
+//!   client retries to 20 % of admissions while recovering.
 //!
 //! `Admission` is the facade the gateway calls; `AdmissionSnapshot` feeds `/admin/admission`.
 
@@ -35,8 +37,8 @@ mod wfq;
 
 pub use admission::Admission;
 pub use config::{
-    AdmissionConfig, DetectorConfig, GatesConfig, IdentityConfig, PerClass, PurposeLimits,
-    RampConfig, RetryAfterConfig, ScopeLimits, TenantConfig, WfqConfig,
+    AdaptiveConfig, AdmissionConfig, DetectorConfig, GatesConfig, IdentityConfig, PerClass,
+    PurposeLimits, RampConfig, RetryAfterConfig, ScopeLimits, TenantConfig, WfqConfig,
 };
 pub use error::AdmissionError;
 pub use identity::{
@@ -44,7 +46,7 @@ pub use identity::{
     PURPOSE_HEADER, REQUEST_ID_HEADER, RETRY_COUNT_HEADER, UNKNOWN,
 };
 pub use ledger::{BudgetPeriod, BudgetUsage, InMemoryLedger};
-pub use overload::{GatewayState, OverloadSignals};
+pub use overload::{GatewayState, OverloadSignals, Verdict};
 pub use permit::AdmissionPermit;
 pub use refusal::{Refusal, code, gate};
 pub use retry_after::{MAX_STREAK_EXTRA, backoff, exponent, retry_after};

@@ -7,18 +7,30 @@ use prometheus::{
 use switchyard_core::Priority;
 
 use crate::gates::Settlement;
-use crate::overload::GatewayState;
+use crate::overload::{GatewayState, Verdict};
+use crate::wfq::DispatchPath;
 
 const WAIT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
-/// The gauges the dispatcher keeps current.
+/// The gauges and counters the dispatcher keeps current.
 #[derive(Clone)]
 pub(crate) struct QueueGauges {
     pub(crate) queue_depth: [IntGauge; 3],
     pub(crate) in_use: IntGauge,
     pub(crate) capacity: IntGauge,
+    /// Dispatch slots the adaptive concurrency limit allows (0 when it is off).
+    pub(crate) adaptive_limit: IntGauge,
+    pub(crate) dispatches: IntCounterVec,
+}
+
+impl QueueGauges {
+    pub(crate) fn dispatched(&self, class: Priority, path: DispatchPath) {
+        self.dispatches
+            .with_label_values(&[class.as_str(), path.as_str()])
+            .inc();
+    }
 }
 
 pub(crate) struct AdmissionMetrics {
@@ -35,6 +47,7 @@ pub(crate) struct AdmissionMetrics {
     bucket_settlements: IntCounterVec,
     filtered_share: Gauge,
     degradation_ratio: Gauge,
+    verdicts: IntCounterVec,
 }
 
 impl AdmissionMetrics {
@@ -54,6 +67,22 @@ impl AdmissionMetrics {
             "switchyard_admission_dispatch_slots_capacity",
             "Dispatch slots currently offered (max_concurrent × the recovery ramp level).",
         )?;
+        let adaptive_limit = IntGauge::new(
+            "switchyard_admission_adaptive_limit",
+            "Dispatch slots the adaptive concurrency limit allows now (0 when it is off).",
+        )?;
+        let dispatches = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_dispatches_total",
+                "Dispatch slots handed out, by class and path (free_slot on arrival, guarantee: a class below its minimum share served first, wfq: picked by weighted fair queuing).",
+            ),
+            &["class", "path"],
+        )?;
+        for class in Priority::ALL {
+            for path in DispatchPath::ALL {
+                dispatches.with_label_values(&[class.as_str(), path.as_str()]);
+            }
+        }
         let queue_wait = HistogramVec::new(
             HistogramOpts::new(
                 "switchyard_admission_queue_wait_seconds",
@@ -129,6 +158,8 @@ impl AdmissionMetrics {
         registry.register(Box::new(queue_depth_vec.clone()))?;
         registry.register(Box::new(in_use.clone()))?;
         registry.register(Box::new(capacity.clone()))?;
+        registry.register(Box::new(adaptive_limit.clone()))?;
+        registry.register(Box::new(dispatches.clone()))?;
         registry.register(Box::new(queue_wait.clone()))?;
         registry.register(Box::new(admitted.clone()))?;
         registry.register(Box::new(refusals.clone()))?;
@@ -152,12 +183,25 @@ impl AdmissionMetrics {
         for direction in ["up", "back"] {
             ramp_steps.with_label_values(&[direction]);
         }
+        let verdicts = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_detector_verdicts_total",
+                "Times the overload detector's reading of its inputs changed to this verdict (healthy, demand_overload, backend_filtered, backend_errors); only backend_* engage the recovery ramp.",
+            ),
+            &["verdict"],
+        )?;
+        registry.register(Box::new(verdicts.clone()))?;
+        for verdict in Verdict::ALL {
+            verdicts.with_label_values(&[verdict.as_str()]);
+        }
         let metrics = Self {
             queue: QueueGauges {
                 queue_depth: Priority::ALL
                     .map(|class| queue_depth_vec.with_label_values(&[class.as_str()])),
                 in_use,
                 capacity,
+                adaptive_limit,
+                dispatches,
             },
             queue_wait,
             admitted,
@@ -171,6 +215,7 @@ impl AdmissionMetrics {
             bucket_settlements,
             filtered_share,
             degradation_ratio,
+            verdicts,
         };
         metrics.set_state(GatewayState::Normal, 1.0);
         Ok(metrics)
@@ -221,6 +266,10 @@ impl AdmissionMetrics {
             .inc();
     }
 
+    pub(crate) fn verdict(&self, verdict: Verdict) {
+        self.verdicts.with_label_values(&[verdict.as_str()]).inc();
+    }
+
     pub(crate) fn ramp_step(&self, direction: &str) {
         self.ramp_steps.with_label_values(&[direction]).inc();
     }
@@ -245,6 +294,9 @@ impl QueueGauges {
             queue_depth: [gauge("d0"), gauge("d1"), gauge("d2")],
             in_use: gauge("in_use"),
             capacity: gauge("capacity"),
+            adaptive_limit: gauge("adaptive_limit"),
+            dispatches: IntCounterVec::new(Opts::new("dispatches", "test"), &["class", "path"])
+                .unwrap(),
         }
     }
 }

@@ -31,6 +31,10 @@ pub mod code {
     pub const P2_PAUSED: &str = "p2_paused";
     pub const QUEUE_FULL: &str = "queue_full";
     pub const QUEUE_TIMEOUT: &str = "queue_timeout";
+    /// Refused on arrival: the class's queue would keep it past its wait limit.
+    pub const QUEUE_DEADLINE: &str = "queue_deadline";
+    /// Dropped from a full queue to make room for a more urgent request.
+    pub const SHED: &str = "shed_for_priority";
 }
 
 /// A request admission turned away. `status` is 429 when the caller is over its own quota,
@@ -79,6 +83,19 @@ impl Refusal {
         let millis = self.retry_after.as_millis();
         Some((millis.div_ceil(1000) as u64).max(1))
     }
+
+    /// The same advice in milliseconds (the `retry-after-ms` header the OpenAI SDKs read
+    /// first): exact where `Retry-After` rounds up to whole seconds.
+    pub fn retry_after_header_millis(&self) -> Option<u64> {
+        if !self.is_retryable() {
+            return None;
+        }
+        Some(
+            u64::try_from(self.retry_after.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -95,8 +112,10 @@ mod tests {
         );
         refusal.retry_after = Duration::from_millis(1_001);
         assert_eq!(refusal.retry_after_header_secs(), Some(2));
+        assert_eq!(refusal.retry_after_header_millis(), Some(1_001));
         refusal.retry_after = Duration::ZERO;
         assert_eq!(refusal.retry_after_header_secs(), Some(1));
+        assert_eq!(refusal.retry_after_header_millis(), Some(1));
         let denied = Refusal::new(
             StatusCode::UNAUTHORIZED,
             gate::IDENTITY,
@@ -104,5 +123,6 @@ mod tests {
             "x",
         );
         assert_eq!(denied.retry_after_header_secs(), None);
+        assert_eq!(denied.retry_after_header_millis(), None);
     }
 }

@@ -21,7 +21,14 @@ pub struct AdmissionSnapshot {
     pub max_concurrent: u32,
     pub dispatch_capacity: usize,
     pub in_flight: usize,
+    pub in_flight_by_class: PerClassCounts,
     pub queued: PerClassCounts,
+    /// Mean time a dispatch slot is held (what queue waits and `Retry-After` are
+    /// estimated from), once known.
+    pub service_time_ms: Option<f64>,
+    /// The adaptive concurrency limit and the no-load latency it measured, when it is on.
+    pub adaptive_limit: Option<usize>,
+    pub adaptive_min_rtt_ms: Option<f64>,
     pub p2_paused: bool,
     pub signals: OverloadSignals,
     /// True when no tenant is configured (everyone is `anonymous`).
@@ -88,6 +95,14 @@ pub(crate) fn take(inner: &Inner) -> AdmissionSnapshot {
         max_concurrent: inner.config.max_concurrent,
         dispatch_capacity: dispatch.capacity,
         in_flight: dispatch.in_use,
+        in_flight_by_class: PerClassCounts {
+            p0: dispatch.in_use_by_class[0],
+            p1: dispatch.in_use_by_class[1],
+            p2: dispatch.in_use_by_class[2],
+        },
+        service_time_ms: dispatch.service_time.map(|d| d.as_secs_f64() * 1e3),
+        adaptive_limit: dispatch.adaptive_limit,
+        adaptive_min_rtt_ms: dispatch.adaptive_min_rtt.map(|d| d.as_secs_f64() * 1e3),
         queued: PerClassCounts {
             p0: dispatch.queued[0],
             p1: dispatch.queued[1],

@@ -12,6 +12,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds, for 429/503.
     pub retry_after: Option<u64>,
+    /// The same advice to the millisecond (`retry-after-ms`, read first by the OpenAI SDKs).
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ApiError {
@@ -22,6 +24,7 @@ impl ApiError {
             code,
             message,
             retry_after: None,
+            retry_after_ms: None,
         }
     }
 
@@ -128,6 +131,7 @@ impl ApiError {
             _ => "service_unavailable",
         };
         let retry_after = refusal.retry_after_header_secs();
+        let retry_after_ms = refusal.retry_after_header_millis();
         let mut error = Self::new(
             refusal.status,
             kind,
@@ -135,6 +139,7 @@ impl ApiError {
             format!("{} (refused by the {} gate)", refusal.message, refusal.gate),
         );
         error.retry_after = retry_after;
+        error.retry_after_ms = retry_after_ms;
         error
     }
 
@@ -159,6 +164,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Some(millis) = self.retry_after_ms {
+            response
+                .headers_mut()
+                .insert("retry-after-ms", HeaderValue::from(millis));
         }
         response
     }

@@ -111,6 +111,15 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(seconds).ok()
 }
 
+/// Millisecond form of `Retry-After`, which the OpenAI SDKs read before `Retry-After`.
+pub const RETRY_AFTER_MS_HEADER: &str = "retry-after-ms";
+
+/// `retry-after-ms`: a non-negative number of milliseconds.
+pub fn parse_retry_after_ms(value: &str) -> Option<Duration> {
+    let millis: f64 = value.trim().parse().ok()?;
+    Duration::try_from_secs_f64(millis / 1000.0).ok()
+}
+
 /// `--client-retry honor:0.5,fixed1s:0.5`: each request draws its client group from these.
 pub type ClientRetryMix = WeightedMix<ClientRetryMode>;
 
@@ -203,5 +212,11 @@ mod tests {
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(
+            parse_retry_after_ms("1500"),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_retry_after_ms("x"), None);
+        assert_eq!(parse_retry_after_ms("-3"), None);
     }
 }

@@ -11,7 +11,10 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::chunk::{ChunkSummary, summarize_chunk};
-use crate::client_retry::{REQUEST_ID_HEADER, RETRY_COUNT_HEADER, parse_retry_after};
+use crate::client_retry::{
+    REQUEST_ID_HEADER, RETRY_AFTER_MS_HEADER, RETRY_COUNT_HEADER, parse_retry_after,
+    parse_retry_after_ms,
+};
 use crate::priority::{PRIORITY_HEADER, PriorityClass};
 use crate::sse::SseParser;
 use crate::transport::{Endpoint, HttpClient};
@@ -130,8 +133,10 @@ pub async fn send_chat(
             .map(str::to_owned)
     };
     let worker = header(WORKER_HEADER);
-    let retry_after =
-        header(http::header::RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(&v));
+    // Like the OpenAI SDKs: `retry-after-ms` first, then `Retry-After`.
+    let retry_after = header(RETRY_AFTER_MS_HEADER)
+        .and_then(|v| parse_retry_after_ms(&v))
+        .or_else(|| header(http::header::RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(&v)));
     let body = response.into_body();
     if status != StatusCode::OK {
         // Error bodies are small JSON; reading them keeps the connection reusable.

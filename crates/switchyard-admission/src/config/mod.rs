@@ -25,6 +25,7 @@ pub struct AdmissionConfig {
     pub retry_after: RetryAfterConfig,
     pub detector: DetectorConfig,
     pub ramp: RampConfig,
+    pub adaptive: AdaptiveConfig,
     /// API key → caller. Empty: every request runs as `anonymous` at P1, unauthenticated.
     pub tenants: Vec<TenantConfig>,
 }
@@ -40,6 +41,7 @@ impl Default for AdmissionConfig {
             retry_after: RetryAfterConfig::default(),
             detector: DetectorConfig::default(),
             ramp: RampConfig::default(),
+            adaptive: AdaptiveConfig::default(),
             tenants: Vec::new(),
         }
     }
@@ -198,10 +200,12 @@ pub struct DetectorConfig {
     pub enter_filtered_share: f64,
     /// …and the share it must fall to before recovery starts (hysteresis band between).
     pub exit_filtered_share: f64,
-    /// Share of queued requests refused for capacity (queue timeout or full) that signals
-    /// overload. Not an exit criterion: reduced capacity itself causes such refusals.
+    /// Share of queued requests refused for capacity (deadline, timeout, full) that marks
+    /// demand overload. Reported and counted only: the gateway's own refusals never cut
+    /// capacity (that would cause more refusals), they shed the excess at full capacity.
     pub enter_refusal_rate: f64,
-    /// Share of admitted requests that failed, entering and leaving overload.
+    /// Share of admitted requests that failed (backend distress), entering and leaving
+    /// overload.
     pub enter_error_rate: f64,
     pub exit_error_rate: f64,
     /// An entry signal must hold this long before the gateway is marked overloaded.
@@ -250,6 +254,39 @@ impl Default for RampConfig {
             rebound_error_rate: 0.05,
             min_samples: 20,
             retry_share: 0.2,
+        }
+    }
+}
+
+/// The adaptive concurrency limit: off by default (`max_concurrent` is the limit). On, the
+/// dispatch limit follows the workers' latency (gradient of no-load over current latency)
+/// between `min_limit` and `max_concurrent`, so it need not be tuned by hand.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdaptiveConfig {
+    pub enabled: bool,
+    /// The limit never goes below this; also the concurrency the no-load latency is
+    /// measured at.
+    pub min_limit: u32,
+    /// Shortest window of finished requests between two limit updates.
+    pub update_interval_ms: u64,
+    /// Latency up to this share above the no-load latency still counts as no load.
+    pub rtt_tolerance: f64,
+    /// How often the no-load latency is measured again (the limit is pinned to
+    /// `min_limit` meanwhile, for `min_rtt_samples` requests).
+    pub min_rtt_interval_ms: u64,
+    pub min_rtt_samples: u32,
+}
+
+impl Default for AdaptiveConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            min_limit: 3,
+            update_interval_ms: 250,
+            rtt_tolerance: 0.1,
+            min_rtt_interval_ms: 60_000,
+            min_rtt_samples: 20,
         }
     }
 }

@@ -19,7 +19,32 @@ pub(super) fn validate(config: &AdmissionConfig) -> Check {
     validate_wfq(config)?;
     validate_gates(config)?;
     validate_recovery(config)?;
+    validate_adaptive(config)?;
     validate_tenants(&config.tenants)
+}
+
+fn validate_adaptive(config: &AdmissionConfig) -> Check {
+    let adaptive = &config.adaptive;
+    positive("adaptive.min_limit", u64::from(adaptive.min_limit))?;
+    if adaptive.enabled && adaptive.min_limit > config.max_concurrent {
+        return Err(AdmissionError::invalid(
+            "adaptive.min_limit",
+            "must not exceed max_concurrent",
+        ));
+    }
+    positive("adaptive.update_interval_ms", adaptive.update_interval_ms)?;
+    positive("adaptive.min_rtt_interval_ms", adaptive.min_rtt_interval_ms)?;
+    positive(
+        "adaptive.min_rtt_samples",
+        u64::from(adaptive.min_rtt_samples),
+    )?;
+    if !(adaptive.rtt_tolerance.is_finite() && (0.0..=2.0).contains(&adaptive.rtt_tolerance)) {
+        return Err(AdmissionError::invalid(
+            "adaptive.rtt_tolerance",
+            "must be within 0.0..=2.0",
+        ));
+    }
+    Ok(())
 }
 
 fn validate_wfq(config: &AdmissionConfig) -> Check {
@@ -358,6 +383,14 @@ mod tests {
             "detector.exit_filtered_share"
         );
         assert_eq!(field_of("[retry_after]\ncap_ms = 10"), "retry_after.cap_ms");
+        assert_eq!(
+            field_of("max_concurrent = 4\n[adaptive]\nenabled = true\nmin_limit = 5"),
+            "adaptive.min_limit"
+        );
+        assert_eq!(
+            field_of("[adaptive]\nrtt_tolerance = -1.0"),
+            "adaptive.rtt_tolerance"
+        );
     }
 
     #[test]

@@ -2,11 +2,16 @@
 //!
 //! Inputs: the share of workers the fleet filters out (reported by the gateway), the share
 //! of queued requests refused for capacity, and the error rate of admitted requests, over a
-//! sliding window. Hysteresis both ways: separate entry and exit thresholds, and each
-//! condition must hold for a while. Transitions are evaluated whenever an input arrives or
-//! `evaluate` is called, against the injected clock.
+//! sliding window. They are classified (`Verdict`): only backend distress (filtered workers,
+//! failing requests) enters `Overloaded` and so engages the recovery ramp; the gateway's own
+//! queue refusals with healthy workers are demand overload, shed at full capacity. Cutting
+//! capacity because demand is high would cause more refusals and never end. Hysteresis both
+//! ways: separate entry and exit thresholds, and each condition must hold for a while.
+//! Transitions are evaluated whenever an input arrives or `evaluate` is called, against the
+//! injected clock.
 
 mod ramp;
+mod verdict;
 mod window;
 
 use serde::Serialize;
@@ -14,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{DetectorConfig, RampConfig};
 use ramp::{Ramp, RampMove};
+pub use verdict::Verdict;
 use window::{Counts, SlidingWindow};
 
 /// Retry credit earned while recovering cannot pile up beyond this, so a quiet spell does
@@ -55,11 +61,14 @@ pub(crate) enum DetectorEvent {
     },
     RampUp,
     RampBack,
+    /// The classification of the inputs changed to this one.
+    Verdict(Verdict),
 }
 
 /// What the detector currently sees, for the snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct OverloadSignals {
+    pub verdict: Verdict,
     pub filtered_share: f64,
     pub refusal_rate: Option<f64>,
     pub error_rate: Option<f64>,
@@ -78,6 +87,7 @@ pub(crate) struct OverloadDetector {
     ramp: Ramp,
     retry_share: f64,
     retry_credit: f64,
+    verdict: Verdict,
 }
 
 impl OverloadDetector {
@@ -92,6 +102,7 @@ impl OverloadDetector {
             ramp: Ramp::new(ramp, now),
             retry_share: ramp.retry_share,
             retry_credit: 0.0,
+            verdict: Verdict::Healthy,
         }
     }
 
@@ -120,6 +131,7 @@ impl OverloadDetector {
     pub(crate) fn signals(&self, now: Instant) -> OverloadSignals {
         let totals = self.window.totals(now);
         OverloadSignals {
+            verdict: verdict::classify(&self.config, self.filtered_share, &totals),
             filtered_share: self.filtered_share,
             refusal_rate: totals.refusal_rate(self.config.min_samples),
             error_rate: totals.error_rate(self.config.min_samples),
@@ -181,17 +193,33 @@ impl OverloadDetector {
 
     pub(crate) fn evaluate(&mut self, now: Instant) -> Vec<DetectorEvent> {
         let totals = self.window.totals(now);
+        let verdict = verdict::classify(&self.config, self.filtered_share, &totals);
+        let mut events = Vec::new();
+        if verdict != self.verdict {
+            self.verdict = verdict;
+            events.push(DetectorEvent::Verdict(verdict));
+        }
+        events.extend(self.step(verdict, &totals, now));
+        events
+    }
+
+    #[cfg(test)]
+    pub(crate) fn verdict(&self) -> Verdict {
+        self.verdict
+    }
+
+    fn step(&mut self, verdict: Verdict, totals: &Counts, now: Instant) -> Option<DetectorEvent> {
         match self.state {
             GatewayState::Normal => {
-                if self.held(self.entry_signal(&totals), now, self.config.enter_hold_ms) {
-                    return vec![self.enter(GatewayState::Overloaded, now)];
+                if self.held(verdict.is_distress(), now, self.config.enter_hold_ms) {
+                    return Some(self.enter(GatewayState::Overloaded, now));
                 }
             }
             GatewayState::Overloaded => {
-                if self.held(self.exit_signal(&totals), now, self.config.exit_hold_ms) {
+                if self.held(self.exit_signal(totals), now, self.config.exit_hold_ms) {
                     self.ramp.restart(now);
                     self.retry_credit = 0.0;
-                    return vec![self.enter(GatewayState::Recovering, now)];
+                    return Some(self.enter(GatewayState::Recovering, now));
                 }
             }
             GatewayState::Recovering => {
@@ -199,29 +227,18 @@ impl OverloadDetector {
                 // can send us back; error rebounds are the ramp's business.
                 let fleet_overloaded = self.filtered_share >= self.config.enter_filtered_share;
                 if self.held(fleet_overloaded, now, self.config.enter_hold_ms) {
-                    return vec![self.enter(GatewayState::Overloaded, now)];
+                    return Some(self.enter(GatewayState::Overloaded, now));
                 }
                 match self.ramp.evaluate(now) {
                     RampMove::Hold => {}
-                    RampMove::Up => return vec![DetectorEvent::RampUp],
-                    RampMove::Back => return vec![DetectorEvent::RampBack],
-                    RampMove::Done => return vec![self.enter(GatewayState::Normal, now)],
-                    RampMove::Collapse => return vec![self.enter(GatewayState::Overloaded, now)],
+                    RampMove::Up => return Some(DetectorEvent::RampUp),
+                    RampMove::Back => return Some(DetectorEvent::RampBack),
+                    RampMove::Done => return Some(self.enter(GatewayState::Normal, now)),
+                    RampMove::Collapse => return Some(self.enter(GatewayState::Overloaded, now)),
                 }
             }
         }
-        Vec::new()
-    }
-
-    fn entry_signal(&self, totals: &Counts) -> bool {
-        let min = self.config.min_samples;
-        self.filtered_share >= self.config.enter_filtered_share
-            || totals
-                .refusal_rate(min)
-                .is_some_and(|rate| rate >= self.config.enter_refusal_rate)
-            || totals
-                .error_rate(min)
-                .is_some_and(|rate| rate >= self.config.enter_error_rate)
+        None
     }
 
     /// Queue refusals are no exit criterion: at reduced capacity we cause them ourselves.

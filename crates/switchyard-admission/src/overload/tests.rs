@@ -6,6 +6,24 @@ fn detector(t0: Instant) -> OverloadDetector {
     OverloadDetector::new(&DetectorConfig::default(), &RampConfig::default(), t0)
 }
 
+/// The events that change capacity or state (verdict changes are reported separately).
+fn moves(events: Vec<DetectorEvent>) -> Vec<DetectorEvent> {
+    events
+        .into_iter()
+        .filter(|event| !matches!(event, DetectorEvent::Verdict(_)))
+        .collect()
+}
+
+fn verdicts(events: &[DetectorEvent]) -> Vec<Verdict> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            DetectorEvent::Verdict(verdict) => Some(*verdict),
+            _ => None,
+        })
+        .collect()
+}
+
 fn transition(events: &[DetectorEvent]) -> Option<GatewayState> {
     events.iter().find_map(|event| match event {
         DetectorEvent::Transition { to, .. } => Some(*to),
@@ -33,18 +51,18 @@ fn recovering(detector: &mut OverloadDetector, t0: Instant) -> Instant {
 fn entry_needs_the_signal_held_without_a_break() {
     let t0 = Instant::now();
     let mut detector = detector(t0);
-    assert!(detector.report_fleet(0.6, t0).is_empty());
-    assert!(detector.evaluate(t0 + S * 4).is_empty());
+    assert!(moves(detector.report_fleet(0.6, t0)).is_empty());
+    assert!(moves(detector.evaluate(t0 + S * 4)).is_empty());
     assert!(
-        detector.report_fleet(0.4, t0 + S * 4).is_empty(),
+        moves(detector.report_fleet(0.4, t0 + S * 4)).is_empty(),
         "dip below the threshold"
     );
     assert!(
-        detector.report_fleet(0.6, t0 + S * 5).is_empty(),
+        moves(detector.report_fleet(0.6, t0 + S * 5)).is_empty(),
         "hold restarts"
     );
-    assert!(detector.evaluate(t0 + S * 9).is_empty());
-    let events = detector.evaluate(t0 + S * 10);
+    assert!(moves(detector.evaluate(t0 + S * 9)).is_empty());
+    let events = moves(detector.evaluate(t0 + S * 10));
     assert_eq!(
         events,
         vec![DetectorEvent::Transition {
@@ -68,11 +86,11 @@ fn the_band_between_exit_and_entry_keeps_the_gateway_overloaded() {
     assert_eq!(detector.state(), GatewayState::Overloaded);
     detector.report_fleet(0.3, t0 + S * 6);
     assert!(
-        detector.evaluate(t0 + S * 600).is_empty(),
+        moves(detector.evaluate(t0 + S * 600)).is_empty(),
         "0.3 is inside the 0.2–0.5 band"
     );
     detector.report_fleet(0.2, t0 + S * 600);
-    assert!(detector.evaluate(t0 + S * 614).is_empty());
+    assert!(moves(detector.evaluate(t0 + S * 614)).is_empty());
     assert_eq!(
         transition(&detector.evaluate(t0 + S * 615)),
         Some(GatewayState::Recovering)
@@ -80,16 +98,64 @@ fn the_band_between_exit_and_entry_keeps_the_gateway_overloaded() {
 }
 
 #[test]
-fn queue_refusals_enter_overload_but_do_not_block_the_exit() {
+fn queue_refusals_with_healthy_workers_are_demand_overload_and_never_cut_capacity() {
     let t0 = Instant::now();
     let mut detector = detector(t0);
+    let mut events = Vec::new();
     for i in 0..30 {
-        detector.record_queued(i % 3 == 0, t0); // a third refused
+        events.extend(detector.record_queued(i % 3 == 0, t0)); // a third refused
     }
+    assert_eq!(verdicts(&events), vec![Verdict::DemandOverload]);
+    for second in 1..=120 {
+        for _ in 0..10 {
+            detector.record_queued(true, t0 + S * second);
+            detector.record_finished(false, t0 + S * second);
+        }
+        assert!(moves(detector.evaluate(t0 + S * second)).is_empty());
+    }
+    assert_eq!(detector.state(), GatewayState::Normal);
+    assert_eq!(detector.capacity_ratio(), 1.0, "full dispatch capacity");
+    assert_eq!(detector.verdict(), Verdict::DemandOverload);
+    let quiet = detector.evaluate(t0 + S * 200);
+    assert_eq!(
+        verdicts(&quiet),
+        vec![Verdict::Healthy],
+        "the window emptied"
+    );
+}
+
+#[test]
+fn worker_errors_during_demand_overload_are_distress_and_engage_the_ramp() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    for _ in 0..40 {
+        detector.record_queued(true, t0);
+        detector.record_finished(false, t0);
+    }
+    assert_eq!(detector.verdict(), Verdict::DemandOverload);
+    let mut events = Vec::new();
+    for _ in 0..40 {
+        events.extend(detector.record_finished(true, t0 + S));
+    }
+    assert_eq!(verdicts(&events), vec![Verdict::BackendErrors]);
+    assert!(moves(detector.evaluate(t0 + S * 5)).is_empty(), "held 4 s");
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 6)),
+        Some(GatewayState::Overloaded)
+    );
+    assert_eq!(detector.capacity_ratio(), 0.3);
+}
+
+#[test]
+fn queue_refusals_at_reduced_capacity_do_not_block_the_exit() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    detector.report_fleet(0.9, t0);
     assert_eq!(
         transition(&detector.evaluate(t0 + S * 5)),
         Some(GatewayState::Overloaded)
     );
+    detector.report_fleet(0.0, t0 + S * 6);
     for _ in 0..100 {
         detector.record_queued(true, t0 + S * 6);
     }
@@ -107,7 +173,7 @@ fn few_samples_are_not_trusted() {
         detector.record_finished(true, t0);
     }
     assert!(
-        detector.evaluate(t0 + S * 9).is_empty(),
+        moves(detector.evaluate(t0 + S * 9)).is_empty(),
         "19 failures < min_samples"
     );
     detector.record_finished(true, t0 + S * 9);
@@ -134,11 +200,11 @@ fn error_rate_enters_and_a_clean_fleet_with_low_errors_exits() {
         detector.record_finished(i % 4 == 0, t0 + S * 6);
     }
     assert!(
-        detector.evaluate(t0 + S * 14).is_empty(),
+        moves(detector.evaluate(t0 + S * 14)).is_empty(),
         "errors still high"
     );
     assert!(
-        detector.evaluate(t0 + S * 16).is_empty(),
+        moves(detector.evaluate(t0 + S * 16)).is_empty(),
         "window empty now: exit hold starts"
     );
     assert_eq!(
@@ -155,9 +221,9 @@ fn recovery_ramps_to_normal_holding_each_level() {
     let hold = S * 30;
     let mut ratios = vec![detector.capacity_ratio()];
     for step in 1..=3 {
-        assert!(detector.evaluate(start + hold * step - S).is_empty());
+        assert!(moves(detector.evaluate(start + hold * step - S)).is_empty());
         assert_eq!(
-            detector.evaluate(start + hold * step),
+            moves(detector.evaluate(start + hold * step)),
             vec![DetectorEvent::RampUp]
         );
         ratios.push(detector.capacity_ratio());
@@ -179,7 +245,7 @@ fn an_error_rebound_steps_the_ramp_back_and_at_the_floor_reenters_overload() {
     assert_eq!(detector.capacity_ratio(), 0.5);
     let mut events = Vec::new();
     for _ in 0..20 {
-        events.extend(detector.record_finished(true, start + S * 31));
+        events.extend(moves(detector.record_finished(true, start + S * 31)));
     }
     assert_eq!(events, vec![DetectorEvent::RampBack]);
     assert_eq!(detector.capacity_ratio(), 0.3);
@@ -196,7 +262,7 @@ fn the_fleet_relapsing_sends_recovery_back_to_overload() {
     let mut detector = detector(t0);
     let start = recovering(&mut detector, t0);
     detector.report_fleet(0.7, start + S);
-    assert!(detector.evaluate(start + S * 5).is_empty());
+    assert!(moves(detector.evaluate(start + S * 5)).is_empty());
     assert_eq!(
         transition(&detector.evaluate(start + S * 6)),
         Some(GatewayState::Overloaded)

@@ -116,7 +116,15 @@ impl WfqCore {
     }
 
     /// Takes the next waiter to serve, if any class is eligible.
+    #[cfg(test)]
     pub(crate) fn pop(&mut self) -> Option<(u64, Priority)> {
+        self.pop_first([false; 3]).map(|(id, class, _)| (id, class))
+    }
+
+    /// Takes the next waiter to serve. A backlogged class flagged in `first` (one holding
+    /// fewer slots than its guaranteed minimum) is served before the stride order, most
+    /// urgent first, and charged for it like any dispatch; the flag is returned.
+    pub(crate) fn pop_first(&mut self, first: [bool; 3]) -> Option<(u64, Priority, bool)> {
         let eligible = self.eligible();
         let shares = effective_shares(self.weights, self.minimums, eligible);
         let serves = |i: usize| eligible[i] && shares[i] > 0.0;
@@ -124,16 +132,48 @@ impl WfqCore {
             // A class that was idle or paused must not bank credit for that time.
             self.classes[i].pass = self.classes[i].pass.max(self.virtual_time);
         }
+        let guaranteed = (0..3).find(|&i| serves(i) && first[i]);
         // Ties go to the more urgent class (the first minimum).
-        let i = (0..3)
-            .filter(|&i| serves(i))
-            .min_by(|&a, &b| self.classes[a].pass.total_cmp(&self.classes[b].pass))?;
+        let i = guaranteed.or_else(|| {
+            (0..3)
+                .filter(|&i| serves(i))
+                .min_by(|&a, &b| self.classes[a].pass.total_cmp(&self.classes[b].pass))
+        })?;
         let class = &mut self.classes[i];
-        self.virtual_time = class.pass;
+        // An out-of-order dispatch must not move the clock the others are measured by.
+        if guaranteed.is_none() {
+            self.virtual_time = class.pass;
+        }
         class.pass += 1.0 / shares[i];
         let id = class.pop()?;
         self.index.remove(&id);
-        Some((id, Priority::ALL[i]))
+        Some((id, Priority::ALL[i], guaranteed.is_some()))
+    }
+
+    /// The share of dispatches `class` gets while backlogged next to the classes
+    /// backlogged now.
+    pub(crate) fn share_of(&self, class: Priority) -> f64 {
+        let mut eligible = self.eligible();
+        eligible[class.index()] = !self.paused[class.index()];
+        effective_shares(self.weights, self.minimums, eligible)[class.index()]
+    }
+
+    /// The least urgent class with waiters that is less urgent than `than`.
+    pub(crate) fn least_urgent_below(&self, than: Priority) -> Option<Priority> {
+        (than.index() + 1..3)
+            .rev()
+            .find(|&i| self.classes[i].len > 0)
+            .map(|i| Priority::ALL[i])
+    }
+
+    /// Removes and returns the newest waiter of `class` (the one shed first).
+    pub(crate) fn remove_newest(&mut self, class: Priority) -> Option<u64> {
+        let newest = self.classes[class.index()]
+            .by_caller
+            .values()
+            .filter_map(|queue| queue.back().copied())
+            .max()?;
+        self.remove(newest).then_some(newest)
     }
 
     /// Forgets a waiter that gave up. False if it is not queued (already served).

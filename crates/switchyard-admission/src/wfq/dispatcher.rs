@@ -1,7 +1,10 @@
 //! Dispatch slots shared by the whole gateway. A request takes a free slot at once; when none
 //! is free it waits in the priority queues and the WFQ discipline picks who gets the next
-//! freed slot. Waiting is bounded and cancellation-safe: a waiter that is dropped leaves the
-//! queue, and a slot granted to it at the last moment is passed on, never lost.
+//! freed slot. A class holding fewer slots than its guaranteed minimum share is served
+//! first; a request whose expected wait is past its class's limit is refused on arrival; a
+//! full queue sheds its least urgent newest waiter for a more urgent arrival. Waiting is
+//! bounded and cancellation-safe: a waiter that is dropped leaves the queue, and a slot
+//! granted to it at the last moment is passed on, never lost.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -9,36 +12,142 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::Priority;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
+use super::deadline::{ServiceTime, expected_wait};
 use super::discipline::WfqCore;
+use crate::capacity::AdaptiveLimit;
 use crate::metrics::QueueGauges;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum QueueRefusal {
     /// The class is paused (P2 while the gateway is overloaded).
     Paused,
-    /// `max_queued` waiters already.
+    /// `max_queued` waiters already, none less urgent to shed.
     Full,
+    /// Shed from a full queue for a more urgent arrival.
+    Shed,
+    /// The expected wait (given) is past the class's wait limit: refused on arrival.
+    Deadline(Duration),
     /// No slot within the class's queue timeout.
     Timeout,
+}
+
+impl QueueRefusal {
+    /// Refused because there was more demand than dispatch capacity.
+    pub(crate) fn is_capacity(self) -> bool {
+        !matches!(self, QueueRefusal::Paused)
+    }
+}
+
+/// How a waiter's turn ended.
+enum Grant {
+    Slot,
+    Shed,
+}
+
+/// How a slot was handed out, one counter each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DispatchPath {
+    /// Taken free on arrival.
+    Free,
+    /// A queued class below its guaranteed minimum share, served first.
+    Guarantee,
+    /// A queued request picked by weighted fair queuing.
+    Wfq,
+}
+
+impl DispatchPath {
+    pub(crate) const ALL: [DispatchPath; 3] = [
+        DispatchPath::Free,
+        DispatchPath::Guarantee,
+        DispatchPath::Wfq,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DispatchPath::Free => "free_slot",
+            DispatchPath::Guarantee => "guarantee",
+            DispatchPath::Wfq => "wfq",
+        }
+    }
 }
 
 /// Occupancy, for the snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DispatchStats {
     pub(crate) in_use: usize,
+    pub(crate) in_use_by_class: [usize; 3],
     pub(crate) capacity: usize,
     pub(crate) queued: [usize; 3],
     pub(crate) p2_paused: bool,
+    pub(crate) service_time: Option<Duration>,
+    pub(crate) adaptive_limit: Option<usize>,
+    pub(crate) adaptive_min_rtt: Option<Duration>,
 }
 
 struct DispatchState {
     core: WfqCore,
-    grants: HashMap<u64, oneshot::Sender<()>>,
+    grants: HashMap<u64, oneshot::Sender<Grant>>,
     in_use: usize,
+    in_use_by_class: [usize; 3],
+    /// Slots offered now: `base_capacity`, capped by the adaptive limit when it is on.
     capacity: usize,
+    /// Slots the recovery ramp and degradation allow.
+    base_capacity: usize,
+    adaptive: Option<AdaptiveLimit>,
+    minimums: [f64; 3],
     max_queued: usize,
     next_id: u64,
+    service: ServiceTime,
+}
+
+impl DispatchState {
+    /// Slots each class is guaranteed: its minimum share of the capacity, rounded, the most
+    /// urgent classes first, never adding up to more than there is.
+    fn guaranteed(&self, class: Priority) -> usize {
+        let mut left = self.capacity;
+        for candidate in Priority::ALL {
+            let wanted = (self.minimums[candidate.index()] * self.capacity as f64).round() as usize;
+            let granted = wanted.min(left);
+            if candidate == class {
+                return granted;
+            }
+            left -= granted;
+        }
+        0
+    }
+
+    fn below_guarantee(&self) -> [bool; 3] {
+        Priority::ALL.map(|class| self.in_use_by_class[class.index()] < self.guaranteed(class))
+    }
+
+    fn take(&mut self, class: Priority) {
+        self.in_use += 1;
+        self.in_use_by_class[class.index()] += 1;
+    }
+
+    fn give_back(&mut self, class: Priority) {
+        self.in_use = self.in_use.saturating_sub(1);
+        let held = &mut self.in_use_by_class[class.index()];
+        *held = held.saturating_sub(1);
+    }
+
+    fn refresh_capacity(&mut self) {
+        let limit = self
+            .adaptive
+            .as_ref()
+            .map_or(usize::MAX, AdaptiveLimit::limit);
+        self.capacity = self.base_capacity.min(limit).max(1);
+    }
+
+    /// When the queue `class` waits in is expected to have drained: its waiters times the
+    /// service time over its share of the slots.
+    fn drain_time(&self, class: Priority) -> Option<Duration> {
+        let service = self.service.mean()?;
+        let slots = self.core.share_of(class) * self.capacity as f64;
+        Some(expected_wait(self.core.len(class).max(1), service, slots))
+    }
 }
 
 pub(crate) struct Dispatcher {
@@ -46,14 +155,27 @@ pub(crate) struct Dispatcher {
     gauges: QueueGauges,
 }
 
-/// One dispatch slot; dropping it frees the slot for the next waiter WFQ picks.
+/// One dispatch slot; dropping it frees the slot for the next waiter WFQ picks, and the
+/// time it was held feeds the service-time estimate (and the adaptive limit).
 pub(crate) struct DispatchSlot {
     dispatcher: Arc<Dispatcher>,
+    class: Priority,
+    since: Instant,
+}
+
+impl DispatchSlot {
+    fn new(dispatcher: &Arc<Dispatcher>, class: Priority) -> Self {
+        Self {
+            dispatcher: dispatcher.clone(),
+            class,
+            since: Instant::now(),
+        }
+    }
 }
 
 impl Drop for DispatchSlot {
     fn drop(&mut self) {
-        self.dispatcher.release();
+        self.dispatcher.release(self.class, self.since.elapsed());
     }
 }
 
@@ -62,19 +184,21 @@ impl Drop for DispatchSlot {
 struct Waiting {
     dispatcher: Arc<Dispatcher>,
     id: u64,
-    grant: oneshot::Receiver<()>,
+    class: Priority,
+    grant: oneshot::Receiver<Grant>,
     taken: bool,
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         if !self.taken {
-            self.dispatcher.abandon(self.id);
+            self.dispatcher.abandon(self.id, self.class);
         }
     }
 }
 
 impl Dispatcher {
+    #[cfg(test)]
     pub(crate) fn new(
         capacity: usize,
         max_queued: usize,
@@ -82,15 +206,33 @@ impl Dispatcher {
         minimums: [f64; 3],
         gauges: QueueGauges,
     ) -> Arc<Self> {
+        Self::with_adaptive(capacity, max_queued, weights, minimums, gauges, None)
+    }
+
+    pub(crate) fn with_adaptive(
+        capacity: usize,
+        max_queued: usize,
+        weights: [f64; 3],
+        minimums: [f64; 3],
+        gauges: QueueGauges,
+        adaptive: Option<AdaptiveLimit>,
+    ) -> Arc<Self> {
+        let mut state = DispatchState {
+            core: WfqCore::new(weights, minimums),
+            grants: HashMap::new(),
+            in_use: 0,
+            in_use_by_class: [0; 3],
+            capacity: capacity.max(1),
+            base_capacity: capacity.max(1),
+            adaptive,
+            minimums,
+            max_queued,
+            next_id: 0,
+            service: ServiceTime::default(),
+        };
+        state.refresh_capacity();
         let dispatcher = Arc::new(Self {
-            state: Mutex::new(DispatchState {
-                core: WfqCore::new(weights, minimums),
-                grants: HashMap::new(),
-                in_use: 0,
-                capacity: capacity.max(1),
-                max_queued,
-                next_id: 0,
-            }),
+            state: Mutex::new(state),
             gauges,
         });
         dispatcher.publish(&dispatcher.state.lock());
@@ -111,14 +253,33 @@ impl Dispatcher {
             // Whenever a slot is free no eligible waiter exists (every release dispatches),
             // so taking it cannot jump the queue.
             if state.in_use < state.capacity {
-                state.in_use += 1;
+                state.take(class);
+                self.gauges.dispatched(class, DispatchPath::Free);
                 self.publish(&state);
-                return Ok(DispatchSlot {
-                    dispatcher: self.clone(),
-                });
+                return Ok(DispatchSlot::new(self, class));
+            }
+            // Within its guaranteed slots a class is served next whatever its queue says.
+            let ahead = state.core.len(class);
+            let guaranteed = state.in_use_by_class[class.index()] + ahead < state.guaranteed(class);
+            let service = state.service.mean().filter(|_| !guaranteed);
+            if let Some(service) = service {
+                let slots = state.core.share_of(class) * state.capacity as f64;
+                let wait = expected_wait(ahead + 1, service, slots);
+                if wait > timeout {
+                    return Err(QueueRefusal::Deadline(wait));
+                }
             }
             if state.core.total() >= state.max_queued {
-                return Err(QueueRefusal::Full);
+                let shed = state
+                    .core
+                    .least_urgent_below(class)
+                    .and_then(|victim| state.core.remove_newest(victim));
+                match shed.and_then(|id| state.grants.remove(&id)) {
+                    // The shed waiter may have just given up; it is gone either way.
+                    Some(sender) => drop(sender.send(Grant::Shed)),
+                    None if shed.is_some() => {}
+                    None => return Err(QueueRefusal::Full),
+                }
             }
             let id = state.next_id;
             state.next_id += 1;
@@ -129,35 +290,45 @@ impl Dispatcher {
             Waiting {
                 dispatcher: self.clone(),
                 id,
+                class,
                 grant,
                 taken: false,
             }
         };
         match tokio::time::timeout(timeout, &mut waiting.grant).await {
-            Ok(Ok(())) => {
+            Ok(Ok(Grant::Slot)) => {
                 waiting.taken = true;
-                Ok(DispatchSlot {
-                    dispatcher: self.clone(),
-                })
+                Ok(DispatchSlot::new(self, class))
+            }
+            Ok(Ok(Grant::Shed)) => {
+                waiting.taken = true;
+                Err(QueueRefusal::Shed)
             }
             // Timed out (or, impossibly, the sender vanished): `waiting` drops and leaves.
             Ok(Err(_)) | Err(_) => Err(QueueRefusal::Timeout),
         }
     }
 
+    /// When the queue of `class` is expected to have drained, once the service time is
+    /// known: the `Retry-After` of a queue refusal.
+    pub(crate) fn drain_time(&self, class: Priority) -> Option<Duration> {
+        self.state.lock().drain_time(class)
+    }
+
     /// Changes the number of slots (the recovery ramp). Shrinking never preempts: fewer
     /// slots are handed out until in-use falls below the new capacity.
     pub(crate) fn set_capacity(&self, capacity: usize) {
         let mut state = self.state.lock();
-        state.capacity = capacity.max(1);
-        Self::dispatch(&mut state);
+        state.base_capacity = capacity.max(1);
+        state.refresh_capacity();
+        self.dispatch(&mut state);
         self.publish(&state);
     }
 
     pub(crate) fn set_paused(&self, class: Priority, paused: bool) {
         let mut state = self.state.lock();
         state.core.set_paused(class, paused);
-        Self::dispatch(&mut state);
+        self.dispatch(&mut state);
         self.publish(&state);
     }
 
@@ -165,42 +336,63 @@ impl Dispatcher {
         let state = self.state.lock();
         DispatchStats {
             in_use: state.in_use,
+            in_use_by_class: state.in_use_by_class,
             capacity: state.capacity,
             queued: Priority::ALL.map(|class| state.core.len(class)),
             p2_paused: state.core.is_paused(Priority::P2),
+            service_time: state.service.mean(),
+            adaptive_limit: state.adaptive.as_ref().map(AdaptiveLimit::limit),
+            adaptive_min_rtt: state.adaptive.as_ref().and_then(AdaptiveLimit::min_rtt),
         }
     }
 
-    fn release(&self) {
+    fn release(&self, class: Priority, held: Duration) {
         let mut state = self.state.lock();
-        state.in_use = state.in_use.saturating_sub(1);
-        Self::dispatch(&mut state);
+        state.give_back(class);
+        state.service.record(held);
+        let in_use = state.in_use;
+        if let Some(adaptive) = state.adaptive.as_mut() {
+            let before = adaptive.limit();
+            adaptive.record(held, in_use + 1, Instant::now().into_std());
+            if adaptive.limit() != before {
+                state.refresh_capacity();
+            }
+        }
+        self.dispatch(&mut state);
         self.publish(&state);
     }
 
-    fn abandon(&self, id: u64) {
+    fn abandon(&self, id: u64, class: Priority) {
         let mut state = self.state.lock();
         if state.core.remove(id) {
             state.grants.remove(&id);
         } else {
             // Granted under this lock before the waiter could take it: pass the slot on.
-            state.in_use = state.in_use.saturating_sub(1);
-            Self::dispatch(&mut state);
+            state.give_back(class);
+            self.dispatch(&mut state);
         }
         self.publish(&state);
     }
 
-    /// Hands free slots to waiters in WFQ order.
-    fn dispatch(state: &mut DispatchState) {
+    /// Hands free slots to waiters: classes below their guaranteed slots first, then in
+    /// WFQ order.
+    fn dispatch(&self, state: &mut DispatchState) {
         while state.in_use < state.capacity {
-            let Some((id, _)) = state.core.pop() else {
+            let first = state.below_guarantee();
+            let Some((id, class, guaranteed)) = state.core.pop_first(first) else {
                 break;
             };
             let Some(sender) = state.grants.remove(&id) else {
                 continue;
             };
-            if sender.send(()).is_ok() {
-                state.in_use += 1;
+            if sender.send(Grant::Slot).is_ok() {
+                state.take(class);
+                let path = if guaranteed {
+                    DispatchPath::Guarantee
+                } else {
+                    DispatchPath::Wfq
+                };
+                self.gauges.dispatched(class, path);
             }
         }
     }
@@ -210,6 +402,8 @@ impl Dispatcher {
             self.gauges.queue_depth[class.index()].set(state.core.len(class) as i64);
         }
         self.gauges.in_use.set(state.in_use as i64);
+        let adaptive = state.adaptive.as_ref().map_or(0, AdaptiveLimit::limit);
+        self.gauges.adaptive_limit.set(adaptive as i64);
         self.gauges.capacity.set(state.capacity as i64);
     }
 }

@@ -132,3 +132,89 @@ fn paused_class_is_skipped_and_banks_no_credit() {
     let after = shares_of(&mut core, 60);
     assert_near(after, [83.3, 0.0, 16.7], 3.5);
 }
+
+#[test]
+fn minimum_shares_hold_under_every_mix_of_backlogged_classes() {
+    let weight_sets = [
+        [5.0, 2.0, 1.0],
+        [100.0, 2.0, 1.0],
+        [1.0, 1.0, 100.0],
+        [1.0, 100.0, 1.0],
+    ];
+    let minimum_sets = [MINIMUMS, [0.2, 0.2, 0.2], [0.0, 0.0, 0.5]];
+    for weights in weight_sets {
+        for minimums in minimum_sets {
+            for mask in 1u8..8 {
+                let backlogged = [0, 1, 2].map(|i| mask & (1 << i) != 0);
+                let mut core = WfqCore::new(weights, minimums);
+                let mut id = 0;
+                for class in Priority::ALL.into_iter().filter(|c| backlogged[c.index()]) {
+                    backlog(&mut core, class, &["a", "b"], 2_000, &mut id);
+                }
+                let shares = shares_of(&mut core, 2_000);
+                let case = format!("weights {weights:?} minimums {minimums:?} mix {backlogged:?}");
+                assert!((shares.iter().sum::<f64>() - 100.0).abs() < 1e-9, "{case}");
+                for i in 0..3 {
+                    if !backlogged[i] {
+                        assert_eq!(shares[i], 0.0, "{case}");
+                        continue;
+                    }
+                    assert!(
+                        shares[i] >= minimums[i] * 100.0 - 0.5,
+                        "P{i} got {:.2} % under its minimum: {case}",
+                        shares[i]
+                    );
+                }
+                if backlogged == [true, false, false] {
+                    assert_eq!(shares[0], 100.0, "P0 alone borrows everything");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_class_flagged_below_its_guarantee_goes_first_and_is_charged_for_it() {
+    let mut core = WfqCore::new(WEIGHTS, MINIMUMS);
+    let mut id = 0;
+    for class in Priority::ALL {
+        backlog(&mut core, class, &["a"], 100, &mut id);
+    }
+    assert_eq!(
+        core.pop_first([false, false, true]).map(|(_, c, g)| (c, g)),
+        Some((Priority::P2, true))
+    );
+    assert_eq!(
+        core.pop_first([false, true, true]).map(|(_, c, g)| (c, g)),
+        Some((Priority::P1, true)),
+        "most urgent flagged class first"
+    );
+    // Without flags the stride order resumes with P2 and P1 already charged, so the next
+    // eight dispatches are P0-heavy, not a catch-up burst for P2.
+    let next: Vec<Priority> = (0..8).filter_map(|_| core.pop().map(|(_, c)| c)).collect();
+    assert!(
+        next.iter().filter(|c| **c == Priority::P2).count() <= 1,
+        "{next:?}"
+    );
+    assert!(
+        next.iter().filter(|c| **c == Priority::P0).count() >= 5,
+        "{next:?}"
+    );
+}
+
+#[test]
+fn the_newest_waiter_of_a_less_urgent_class_is_the_one_shed() {
+    let mut core = WfqCore::new(WEIGHTS, MINIMUMS);
+    core.push(1, Priority::P2, caller("a"));
+    core.push(2, Priority::P1, caller("a"));
+    core.push(3, Priority::P2, caller("b"));
+    core.push(4, Priority::P2, caller("a"));
+    assert_eq!(core.least_urgent_below(Priority::P0), Some(Priority::P2));
+    assert_eq!(core.least_urgent_below(Priority::P2), None);
+    assert_eq!(core.remove_newest(Priority::P2), Some(4));
+    assert_eq!(core.remove_newest(Priority::P2), Some(3));
+    assert_eq!(core.remove_newest(Priority::P2), Some(1));
+    assert_eq!(core.least_urgent_below(Priority::P0), Some(Priority::P1));
+    assert_eq!(core.remove_newest(Priority::P0), None);
+    assert_eq!(core.total(), 1);
+}

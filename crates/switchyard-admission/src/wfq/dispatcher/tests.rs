@@ -250,10 +250,11 @@ async fn raising_capacity_wakes_waiters_and_a_full_queue_refuses() {
     }
     assert_eq!(
         dispatcher
-            .acquire(Priority::P0, caller("c"), LONG)
+            .acquire(Priority::P1, caller("c"), LONG)
             .await
             .err(),
-        Some(QueueRefusal::Full)
+        Some(QueueRefusal::Full),
+        "nobody less urgent to shed"
     );
     dispatcher.set_capacity(3);
     settle().await;
@@ -261,4 +262,152 @@ async fn raising_capacity_wakes_waiters_and_a_full_queue_refuses() {
     assert_eq!((stats.in_use, stats.queued), (3, [0, 0, 0]));
     dispatcher.set_capacity(1);
     assert_eq!(dispatcher.stats().in_use, 3, "shrinking never preempts");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_sheds_its_newest_least_urgent_waiter_for_a_more_urgent_one() {
+    let dispatcher = Dispatcher::new(
+        1,
+        3,
+        [5.0, 2.0, 1.0],
+        [0.4, 0.15, 0.05],
+        QueueGauges::detached(),
+    );
+    let held = dispatcher
+        .acquire(Priority::P1, caller("a"), LONG)
+        .await
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    for (i, class) in [Priority::P2, Priority::P1, Priority::P2]
+        .into_iter()
+        .enumerate()
+    {
+        let dispatcher = dispatcher.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let slot = dispatcher.acquire(class, caller("w"), LONG).await;
+            tx.send((i, slot.as_ref().err().copied())).unwrap();
+            tokio::time::sleep(LONG).await;
+            drop(slot);
+        });
+        settle().await;
+    }
+    assert_eq!(dispatcher.stats().queued, [0, 1, 2]);
+    let p0 = tokio::spawn({
+        let dispatcher = dispatcher.clone();
+        async move {
+            dispatcher
+                .acquire(Priority::P0, caller("vip"), LONG)
+                .await
+                .is_ok()
+        }
+    });
+    settle().await;
+    assert_eq!(
+        rx.try_recv().unwrap(),
+        (2, Some(QueueRefusal::Shed)),
+        "the newest P2 made room"
+    );
+    assert_eq!(dispatcher.stats().queued, [1, 1, 1]);
+    drop(held);
+    assert!(p0.await.unwrap(), "P0 got the freed slot");
+}
+
+/// `n` slots of `class`, held until dropped.
+async fn hold(dispatcher: &Arc<Dispatcher>, class: Priority, n: usize) -> Vec<DispatchSlot> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(dispatcher.acquire(class, caller("h"), LONG).await.unwrap());
+    }
+    held
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_class_below_its_guaranteed_slots_is_served_first() {
+    // 10 slots: P0 is guaranteed 4 (40 %), P1 2 (15 % rounded), P2 1 (5 % rounded up).
+    let dispatcher = dispatcher(10);
+    let mut p2 = hold(&dispatcher, Priority::P2, 10).await;
+    assert_eq!(
+        Priority::ALL.map(|class| dispatcher.state.lock().guaranteed(class)),
+        [4, 2, 1]
+    );
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    for class in [Priority::P2, Priority::P2, Priority::P1, Priority::P0] {
+        let dispatcher = dispatcher.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let slot = dispatcher.acquire(class, caller("w"), LONG).await.unwrap();
+            tx.send(class).unwrap();
+            tokio::time::sleep(LONG).await;
+            drop(slot);
+        });
+        settle().await;
+    }
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        p2.pop();
+        settle().await;
+        order.push(rx.try_recv().unwrap());
+    }
+    assert_eq!(
+        order,
+        [Priority::P0, Priority::P1, Priority::P2],
+        "guarantees first, most urgent first"
+    );
+}
+
+fn assert_about(actual: Option<Duration>, millis: u64) {
+    let actual = actual.expect("an estimate").as_secs_f64() * 1e3;
+    assert!(
+        (actual - millis as f64).abs() < 1.0,
+        "{actual} ms, not {millis} ms"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_would_wait_past_its_limit_is_refused_on_arrival() {
+    // 5 slots: P0 is guaranteed 2 of them.
+    let dispatcher = dispatcher(5);
+    assert_eq!(dispatcher.drain_time(Priority::P1), None, "no estimate yet");
+    // Teach the dispatcher that a slot is held 400 ms.
+    for _ in 0..2 {
+        let slots = hold(&dispatcher, Priority::P1, 5).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(slots);
+    }
+    assert_about(dispatcher.stats().service_time, 400);
+    let _busy = hold(&dispatcher, Priority::P1, 5).await;
+    // Only P1 backlogged: it gets all 5 slots, so each waiter adds 80 ms.
+    let limit = Duration::from_millis(450);
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let dispatcher = dispatcher.clone();
+        waiters.push(tokio::spawn(async move {
+            dispatcher
+                .acquire(Priority::P1, caller("w"), limit)
+                .await
+                .err()
+        }));
+        settle().await;
+    }
+    assert_eq!(
+        dispatcher.stats().queued,
+        [0, 5, 0],
+        "5 × 80 ms fits in 450 ms"
+    );
+    let started = tokio::time::Instant::now();
+    let refused = dispatcher.acquire(Priority::P1, caller("w"), limit).await;
+    assert_eq!(started.elapsed(), Duration::ZERO, "refused at once");
+    match refused.err() {
+        Some(QueueRefusal::Deadline(wait)) => assert_about(Some(wait), 480),
+        other => panic!("expected a deadline refusal, got {other:?}"),
+    }
+    assert_about(dispatcher.drain_time(Priority::P1), 400);
+    // P0 holds none of its 2 guaranteed slots: it waits for the next one, never refused
+    // on an estimate.
+    let p0 = dispatcher
+        .acquire(Priority::P0, caller("vip"), Duration::from_millis(1))
+        .await;
+    assert_eq!(p0.err(), Some(QueueRefusal::Timeout), "it waited");
+    drop(waiters);
 }

@@ -1,6 +1,10 @@
 //! Capacity steered from outside the overload detector: graded degradation scales the
 //! dispatch capacity (level 1 and worse run at a share of `max_concurrent`), on top of the
-//! recovery ramp.
+//! recovery ramp; the optional adaptive limit (`adaptive`) caps it by observed latency.
+
+mod adaptive;
+
+pub(crate) use adaptive::AdaptiveLimit;
 
 use std::sync::atomic::Ordering;
 use tracing::info;

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Adaptive concurrency limit against hand-tuned max_concurrent, on the same two simulated
+# workers (4 running at a time each: a throughput knee at 8 concurrent requests, about 0.4 s a
+# request below it). One tenant offers RATE req/s (above what the workers can do) without
+# client retries; goodput = completions counted by the sims between WARM s and DURATION - 3 s.
+# Hand-tuned: max_concurrent in LIMITS; adaptive: [admission.adaptive] enabled = true with
+# max_concurrent = 64 as its ceiling. The adaptive limit is polled from GET /admin/admission.
+# Writes adaptive_limit.md. Bounded: per seed (|LIMITS| + 1) x (DURATION + ~5) s.
+source "$(dirname "$0")/lib.sh"
+fig_init adaptive_limit
+
+SEEDS="${SEEDS:-1 2}"
+LIMITS="${LIMITS:-4 8 12 24}"
+RATE="${RATE:-30}"
+DURATION="${DURATION:-30}"
+WARM="${WARM:-12}"
+SIM_FLAGS=(--max-running 4 --time-scale 2.5)
+BASE="${FIG_PORT_BASE:-22100}"
+GW_PORT=$BASE
+SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
+require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+HELPER="python3 $FIG_DIR/overload_goodput.py"
+
+meta workers "2 sims: ${SIM_FLAGS[*]} (knee 8 concurrent); offered $RATE req/s for $DURATION s"
+
+write_config() {
+    local config="$1" max="$2" adaptive="$3"
+    cat >"$config" <<EOF
+[routing]
+policy = "least_load"
+
+[admission]
+max_concurrent = $max
+
+[admission.adaptive]
+enabled = $adaptive
+EOF
+}
+
+run_case() {
+    local seed="$1" label="$2" max="$3" adaptive="$4"
+    local tag="seed${seed}_$label"
+    local config="$FIG_DATA/$tag.toml"
+    write_config "$config" "$max" "$adaptive"
+    echo "[adaptive_limit] $tag" >&2
+    FLEET_PIDS=()
+    local urls=() i
+    for i in 0 1; do
+        start_sim "sim-$i" "${SIM_PORTS[$i]}" "${SIM_FLAGS[@]}"
+        FLEET_PIDS+=("$SIM_PID")
+        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+    done
+    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
+    FLEET_PIDS+=("$GW_PID")
+    wait_routable "$GW_PORT" 2
+    local poll="$FIG_DATA/$tag.poll.jsonl"
+    $HELPER poll "$GW_PORT" "$ADMIN_KEY" "$poll" &
+    local poller=$!
+    FIG_PIDS+=("$poller")
+    start_load "$FIG_DATA/$tag.json" --target "http://127.0.0.1:$GW_PORT" --rate "$RATE" \
+        --duration "$DURATION" --workload uniform --seed "$seed" --timeout 15 --quiet
+    sleep "$WARM"
+    local c0 c1 t0 t1
+    c0="$($HELPER completed "${SIM_PORTS[@]}")"
+    t0="$(now_ms)"
+    sleep "$((DURATION - WARM - 3))"
+    c1="$($HELPER completed "${SIM_PORTS[@]}")"
+    t1="$(now_ms)"
+    wait_load
+    stop_pid "$poller"
+    local goodput
+    goodput="$(python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))")"
+    meta case "$seed	$label	$goodput	$poll	$FIG_DATA/$tag.json"
+    local pid
+    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
+}
+
+for seed in $SEEDS; do
+    for limit in $LIMITS; do
+        run_case "$seed" "$limit" "$limit" false
+    done
+    run_case "$seed" adaptive 64 true
+done
+
+meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+meta loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
+$HELPER render-adaptive "$FIG_META" "$FIG_OUT"
+echo "wrote $FIG_OUT" >&2

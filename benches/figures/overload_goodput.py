@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Helpers of overload_goodput.sh and adaptive_limit.sh.
+
+    overload_goodput.py poll PORT KEY OUT
+        Every 500 ms: GET /admin/admission, one JSON line per sample (unix ms + the snapshot's
+        state, capacity and queue fields). Until SIGTERM; bounded to 15 minutes.
+    overload_goodput.py completed PORT [PORT ...]
+        Sum of vllm:request_success_total over the sims on these ports.
+    overload_goodput.py render META_TSV OUT_MD
+        The markdown page of overload_goodput.sh.
+    overload_goodput.py render-adaptive META_TSV OUT_MD
+        The markdown page of adaptive_limit.sh.
+"""
+
+import json
+import signal
+import statistics
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(Path(__file__).parent))
+from figlib import load_report, pct, read_meta, table  # noqa: E402
+
+POLL_S = 0.5
+POLL_MAX_S = 900
+KEPT = (
+    "state", "capacity_ratio", "dispatch_capacity", "in_flight", "in_flight_by_class",
+    "queued", "p2_paused", "service_time_ms", "adaptive_limit", "adaptive_min_rtt_ms",
+    "ramp_level",
+)
+
+
+def fetch(url, key=None, timeout=1.0):
+    request = urllib.request.Request(url)
+    if key:
+        request.add_header("authorization", f"Bearer {key}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read().decode()
+
+
+def poll(port, key, out):
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    started = time.time()
+    with open(out, "a") as sink:
+        while not stop and time.time() - started < POLL_MAX_S:
+            try:
+                snap = json.loads(fetch(f"http://127.0.0.1:{port}/admin/admission", key))
+                row = {k: snap.get(k) for k in KEPT}
+                row["verdict"] = snap.get("signals", {}).get("verdict")
+                row["t"] = int(time.time() * 1000)
+                sink.write(json.dumps(row) + "\n")
+                sink.flush()
+            except Exception:  # noqa: BLE001 - a missed sample is fine
+                pass
+            time.sleep(POLL_S)
+
+
+def completed(ports):
+    total = 0.0
+    for port in ports:
+        for line in fetch(f"http://127.0.0.1:{port}/metrics").splitlines():
+            if line.startswith("vllm:request_success_total"):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+# ---------------------------------------------------------------- rendering
+
+def read_poll(path):
+    rows = []
+    try:
+        with open(path) as source:
+            for line in source:
+                rows.append(json.loads(line))
+    except FileNotFoundError:
+        pass
+    return rows
+
+
+def refusals(report):
+    """(refused attempts, refused attempts without Retry-After)."""
+    errors = report["attempt_errors"]
+    refused = errors.get("429", 0) + errors.get("503", 0)
+    with_header = report["retry_after"]["samples"]
+    return refused, max(refused - with_header, 0)
+
+
+def poll_summary(rows):
+    if not rows:
+        return "no samples"
+    states = {}
+    for row in rows:
+        states[row["state"]] = states.get(row["state"], 0) + 1
+    caps = [row["dispatch_capacity"] for row in rows]
+    ratios = [row["capacity_ratio"] for row in rows]
+    p0q = [row["queued"]["p0"] for row in rows]
+    verdicts = {}
+    for row in rows:
+        verdicts[row.get("verdict")] = verdicts.get(row.get("verdict"), 0) + 1
+    return (
+        f"states {states}; verdicts {verdicts}; capacity_ratio min {min(ratios)}; "
+        f"dispatch_capacity min {min(caps)} median {statistics.median(caps)}; "
+        f"P0 queue max {max(p0q)}"
+    )
+
+
+def ramp_path(rows):
+    """Distinct (state, capacity_ratio) steps in order, with seconds since the first sample."""
+    if not rows:
+        return []
+    t0 = rows[0]["t"]
+    path, last = [], None
+    for row in rows:
+        key = (row["state"], row["capacity_ratio"])
+        if key != last:
+            path.append(f"{(row['t'] - t0) / 1000:.1f}s {row['state']} {row['capacity_ratio']}")
+            last = key
+    return path
+
+
+def p0_after(report, from_second):
+    """P0 attempts' success from `from_second` of its run on (by send time)."""
+    sent = ok = 0
+    for second in report.get("timeline") or []:
+        if second["second"] >= from_second:
+            sent += second["sent"]
+            ok += second["ok"]
+    return ok / sent if sent else None
+
+
+def render(meta_path, out):
+    meta = read_meta(meta_path)
+    lines = ["# Demand overload: goodput, P0 protection, no self-inflicted ramp", ""]
+    for key in ("started", "host", "git", "loadavg_start", "loadavg_end", "finished"):
+        for value in meta.get(key, []):
+            lines.append(f"- {key}: {value}")
+    lines.append("")
+    lines.append("## Capacity at light load")
+    rows = []
+    for value in meta.get("light", []):
+        seed, path, capacity = value.split("\t")
+        report = load_report(path)
+        rows.append([seed, f"{report['achieved_rate']:.2f}", f"{report['e2e']['p50']:.3f}",
+                     f"{float(capacity):.2f}"])
+    lines.append(table(["seed", "offered req/s", "e2e p50 s", "capacity = max_concurrent / p50 (req/s)"], rows))
+    lines.append("")
+    for section, label in (("overload", "Demand overload (P0 5, P1 10, P2 20 req/s; clients honour Retry-After)"),
+                           ("outage", "Outage storm during the same demand (all workers fail for 10 s, then recover)")):
+        cases = meta.get(section, [])
+        if not cases:
+            continue
+        lines += ["", f"## {label}", ""]
+        rows, notes = [], []
+        for value in cases:
+            fields = value.split("\t")
+            seed, goodput, capacity, poll_path = fields[:4]
+            reports = dict(zip(("P0", "P1", "P2"), (load_report(p) for p in fields[4:7])))
+            refused = [refusals(r) for r in reports.values()]
+            total_ref = sum(r[0] for r in refused)
+            no_header = sum(r[1] for r in refused)
+            row = [seed, f"{float(goodput):.2f}", f"{float(goodput) / float(capacity):.2f}"]
+            row += [pct(reports[c]["eventual_success_rate"]) for c in ("P0", "P1", "P2")]
+            row += [str(total_ref), str(no_header)]
+            if section == "outage":
+                recover_second = int(fields[7])
+                after = p0_after(reports["P0"], recover_second)
+                row.append(pct(after) if after is not None else "-")
+            rows.append(row)
+            polled = read_poll(poll_path)
+            notes.append(f"- seed {seed}: {poll_summary(polled)}")
+            if section == "outage":
+                notes.append(f"  - ramp path: {' → '.join(ramp_path(polled))}")
+        headers = ["seed", "goodput req/s", "÷ capacity", "P0 ok", "P1 ok", "P2 ok",
+                   "refusals", "without Retry-After"]
+        if section == "outage":
+            headers.append("P0 attempts ok after recovery")
+        lines.append(table(headers, rows))
+        lines += ["", "`GET /admin/admission`, polled every 500 ms:", ""] + notes
+    lines += ["", "## Commands", "", "```"]
+    seen = set()
+    for command in meta.get("command", []):
+        if command not in seen:
+            seen.add(command)
+            lines.append(command)
+    lines += ["```", ""]
+    Path(out).write_text("\n".join(lines))
+
+
+def render_adaptive(meta_path, out):
+    meta = read_meta(meta_path)
+    lines = ["# Adaptive concurrency limit against hand-tuned max_concurrent", ""]
+    for key in ("started", "host", "git", "workers", "loadavg_start", "loadavg_end", "finished"):
+        for value in meta.get(key, []):
+            lines.append(f"- {key}: {value}")
+    lines.append("")
+    rows, best = [], {}
+    for value in meta.get("case", []):
+        seed, label, goodput, poll_path, report_path = value.split("\t")
+        report = load_report(report_path)
+        polled = read_poll(poll_path)
+        limits = [r["adaptive_limit"] for r in polled if r.get("adaptive_limit") is not None]
+        tail = limits[len(limits) // 2:]
+        settled = f"{statistics.median(tail)} (range {min(tail)}-{max(tail)})" if tail else "-"
+        rows.append([seed, label, f"{float(goodput):.2f}", f"{report['e2e']['p50']:.3f}",
+                     f"{report['e2e']['p99']:.3f}", settled])
+        if label != "adaptive":
+            best[seed] = max(best.get(seed, 0.0), float(goodput))
+    lines.append(table(["seed", "max_concurrent", "goodput req/s", "e2e p50 s", "e2e p99 s",
+                    "adaptive limit, 2nd half (median, range)"], rows))
+    lines.append("")
+    for value in meta.get("case", []):
+        seed, label, goodput, _, _ = value.split("\t")
+        if label == "adaptive" and best.get(seed):
+            lines.append(f"- seed {seed}: adaptive reaches {float(goodput) / best[seed]:.2f} of the best hand-tuned goodput ({best[seed]:.2f} req/s)")
+    lines += ["", "## Commands", "", "```"]
+    seen = set()
+    for command in meta.get("command", []):
+        if command not in seen:
+            seen.add(command)
+            lines.append(command)
+    lines += ["```", ""]
+    Path(out).write_text("\n".join(lines))
+
+
+def main(argv):
+    command = argv[0]
+    if command == "poll":
+        poll(argv[1], argv[2], argv[3])
+    elif command == "completed":
+        print(f"{completed(argv[1:]):.0f}")
+    elif command == "render":
+        render(argv[1], argv[2])
+    elif command == "render-adaptive":
+        render_adaptive(argv[1], argv[2])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Demand overload with healthy workers. max_concurrent = 6 over two simulated workers; three
+# tenants offer 5 / 10 / 20 req/s at P0 / P1 / P2 (about 2.3x capacity), every client honours
+# Retry-After (retry-after-ms first, as the OpenAI SDKs do). Per seed:
+#   light   - capacity at light load: one tenant at LIGHT_RATE req/s; capacity =
+#             max_concurrent / e2e p50.
+#   overload- the three tenants for DURATION s; goodput = completions counted by the sims
+#             between WARM s and DURATION - 5 s; per-class success, refusals with and without
+#             Retry-After; GET /admin/admission polled every 500 ms.
+#   outage  - the same demand; OUTAGE_AT s in both workers fail every request (sim fault
+#             `error`, HTTP 500) for OUTAGE_FOR s, then recover. The ramp must still climb and
+#             P0 be served once the workers are back.
+# CASES picks the demand cases (default both); FIG_VARIANT=x writes overload_goodput_x.md
+# (e.g. for a baseline run of older binaries via SWITCHYARD_BIN_DIR).
+# Writes overload_goodput.md. Bounded: per seed about 15 + 2 x (DURATION + 60) s.
+source "$(dirname "$0")/lib.sh"
+fig_init "overload_goodput${FIG_VARIANT:+_$FIG_VARIANT}"
+CASES="${CASES:-overload outage}"
+
+SEEDS="${SEEDS:-1 2}"
+DURATION="${DURATION:-60}"
+WARM="${WARM:-10}"
+LIGHT_RATE="${LIGHT_RATE:-3}"
+OUTAGE_AT="${OUTAGE_AT:-15}"
+OUTAGE_FOR="${OUTAGE_FOR:-10}"
+MAX_CONCURRENT="${MAX_CONCURRENT:-6}"
+# The shipped ramp holds each level 30 s; 5 s keeps the outage run short.
+RAMP_HOLD_MS="${RAMP_HOLD_MS:-5000}"
+# Each sim runs 4 at a time (knee of the pair: 8 > max_concurrent) and every duration x2.5:
+# about 0.4 s per request.
+SIM_FLAGS=(--max-running 4 --time-scale 2.5)
+BASE="${FIG_PORT_BASE:-22000}"
+GW_PORT=$BASE
+SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
+require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+HELPER="python3 $FIG_DIR/overload_goodput.py"
+
+meta seeds "$SEEDS"
+meta duration "$DURATION"
+meta max_concurrent "$MAX_CONCURRENT"
+meta sim_flags "${SIM_FLAGS[*]}"
+meta ramp_hold_ms "$RAMP_HOLD_MS"
+
+CONFIG="$FIG_DATA/gateway.toml"
+cat >"$CONFIG" <<EOF
+[routing]
+policy = "least_load"
+
+[admission]
+max_concurrent = $MAX_CONCURRENT
+
+[admission.ramp]
+hold_ms = $RAMP_HOLD_MS
+
+[[admission.tenants]]
+api_key = "sk-p0"
+caller = "tenant-p0"
+max_priority = "P0"
+
+[[admission.tenants]]
+api_key = "sk-p1"
+caller = "tenant-p1"
+max_priority = "P1"
+
+[[admission.tenants]]
+api_key = "sk-p2"
+caller = "tenant-p2"
+max_priority = "P2"
+EOF
+meta config "$CONFIG"
+
+start_fleet() {
+    FLEET_PIDS=()
+    local urls=() i
+    for i in 0 1; do
+        start_sim "sim-$i" "${SIM_PORTS[$i]}" "${SIM_FLAGS[@]}"
+        FLEET_PIDS+=("$SIM_PID")
+        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+    done
+    start_gateway gateway "$GW_PORT" "$CONFIG" "${urls[@]}"
+    FLEET_PIDS+=("$GW_PID")
+    wait_routable "$GW_PORT" 2
+}
+
+stop_fleet() {
+    local pid
+    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
+}
+
+# tenant_load NAME KEY CLASS RATE SEED: one tenant's open-loop load in the background.
+tenant_load() {
+    local name="$1" key="$2" class="$3" rate="$4" seed="$5"
+    start_load "$FIG_DATA/$name.json" --target "http://127.0.0.1:$GW_PORT" --rate "$rate" \
+        --duration "$DURATION" --workload uniform --seed "$seed" --timeout 15 --timeline \
+        --api-key "$key" --priority-mix "$class=1" --client-retry honor:1 \
+        --max-client-retries 5 --quiet
+    TENANT_PIDS+=("$LOAD_PID")
+}
+
+demand_case() {
+    local section="$1" seed="$2"
+    local tag="${section}_seed$seed"
+    echo "[overload_goodput] $tag" >&2
+    start_fleet
+    local poll="$FIG_DATA/$tag.poll.jsonl"
+    $HELPER poll "$GW_PORT" "$ADMIN_KEY" "$poll" &
+    local poller=$!
+    FIG_PIDS+=("$poller")
+    TENANT_PIDS=()
+    tenant_load "${tag}_p0" sk-p0 P0 5 "$seed"
+    tenant_load "${tag}_p1" sk-p1 P1 10 "$((seed + 100))"
+    tenant_load "${tag}_p2" sk-p2 P2 20 "$((seed + 200))"
+    local started_ms
+    started_ms="$(now_ms)"
+    local recover_second=0
+    if [[ "$section" == outage ]]; then
+        sleep "$OUTAGE_AT"
+        for port in "${SIM_PORTS[@]}"; do sim_fault "$port" '{"mode":"error"}'; done
+        log_cmd curl -X POST "http://127.0.0.1:<sim port>/admin/fault" -d '{"mode":"error"}'
+        sleep "$OUTAGE_FOR"
+        for port in "${SIM_PORTS[@]}"; do sim_fault "$port" '{"mode":"ok"}'; done
+        log_cmd curl -X POST "http://127.0.0.1:<sim port>/admin/fault" -d '{"mode":"ok"}'
+        recover_second=$(((OUTAGE_AT + OUTAGE_FOR)))
+        sleep "$((WARM - OUTAGE_AT - OUTAGE_FOR > 0 ? WARM - OUTAGE_AT - OUTAGE_FOR : 0))"
+    else
+        sleep "$WARM"
+    fi
+    local c0 c1 t0 t1
+    c0="$($HELPER completed "${SIM_PORTS[@]}")"
+    t0="$(now_ms)"
+    sleep "$((DURATION - 5 - ($(now_ms) - started_ms) / 1000))"
+    c1="$($HELPER completed "${SIM_PORTS[@]}")"
+    t1="$(now_ms)"
+    local goodput
+    goodput="$(python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))")"
+    local pid
+    for pid in "${TENANT_PIDS[@]}"; do
+        wait "$pid" || true
+        stop_pid "$pid"
+    done
+    save_metrics "$GW_PORT" "$FIG_DATA/$tag.metrics.txt"
+    stop_pid "$poller"
+    meta "$section" "$seed	$goodput	$CAPACITY	$poll	$FIG_DATA/${tag}_p0.json	$FIG_DATA/${tag}_p1.json	$FIG_DATA/${tag}_p2.json	$recover_second"
+    stop_fleet
+}
+
+for seed in $SEEDS; do
+    echo "[overload_goodput] light load, seed $seed" >&2
+    start_fleet
+    run_load "$FIG_DATA/light_seed$seed.json" --target "http://127.0.0.1:$GW_PORT" \
+        --rate "$LIGHT_RATE" --duration 15 --workload uniform --seed "$seed" --timeout 15 \
+        --api-key sk-p1 --quiet
+    CAPACITY="$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($MAX_CONCURRENT / r['e2e']['p50'])" "$FIG_DATA/light_seed$seed.json")"
+    meta light "$seed	$FIG_DATA/light_seed$seed.json	$CAPACITY"
+    stop_fleet
+    for case in $CASES; do
+        demand_case "$case" "$seed"
+    done
+done
+
+meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+meta loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
+$HELPER render "$FIG_META" "$FIG_OUT"
+echo "wrote $FIG_OUT" >&2
