@@ -15,6 +15,11 @@ pub enum Workload {
     Hotkey,
     /// Unique random prompts, nothing shared.
     Uniform,
+    /// Many concurrent multi-turn conversations in groups sharing an ~800-word system prompt,
+    /// whole history per turn, no session header and no `user`.
+    Agentic,
+    /// `agentic` with each conversation's id sent as `x-session-id`.
+    AgenticKeyed,
 }
 
 /// Everything [`crate::run`] needs to drive one open-loop run.

@@ -179,10 +179,12 @@ fn build_request(
     let header_value = |text: &str| HeaderValue::from_str(text).map_err(|_| Failure::new("encode"));
     let mut request = Request::post(endpoint.chat_completions.clone())
         .header(CONTENT_TYPE, "application/json")
-        .header(SESSION_HEADER, header_value(&planned.session_id)?)
         .body(Full::new(Bytes::from(json)))
         .map_err(|_| Failure::new("encode"))?;
     let headers = request.headers_mut();
+    if let Some(session) = &planned.session_id {
+        headers.insert(SESSION_HEADER, header_value(session)?);
+    }
     headers.extend(endpoint.extra_headers.clone());
     if let Some(priority) = attempt.priority {
         headers.insert(PRIORITY_HEADER, HeaderValue::from_static(priority.as_str()));

@@ -47,3 +47,4 @@ pub use runner::run;
 pub use sse::{SseEvent, SseParser};
 pub use stats::{coefficient_of_variation, percentile_nearest_rank};
 pub use timeline::TimelineSecond;
+pub use workload::{ChatMessage, PlannedRequest, WorkloadGenerator};

@@ -3,9 +3,10 @@
 //! - `consistent_hash`: the routing key ([`routing_key`]) on a ring of 256 virtual nodes per
 //!   worker (placed by worker name, so replicas agree), bounded loads, hot keys spread over a
 //!   few workers by a 30 s time-slice secondary hash.
-//! - `cache_aware`: follows cached prompt prefixes (bounded radix tree; with a session or user
-//!   key only prefixes the prompt continues count); everything else is placed by hashing the
-//!   same routing key onto the same ring (bounded load); affinity migrates off filtered holders
+//! - `cache_aware`: follows cached prompt prefixes (bounded radix tree; for a chat conversation,
+//!   named by its opening with or without a session or user key, only prefixes the prompt
+//!   continues count); everything else is placed by hashing the conversation (or else the
+//!   routing key) onto the same ring (bounded load); affinity migrates off filtered holders
 //!   and every deviation is announced as an [`AffinityEvent`] keyed by the routing key.
 //! - `power_of_two`, `least_load`, `round_robin`.
 //!

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use switchyard_load::LoadArgs;
-use switchyard_sim::{SimWorker, WorkerArgs};
+use switchyard_sim::{OracleArgs, SimWorker, WorkerArgs, run_oracle};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -25,6 +25,9 @@ enum Command {
     Worker(WorkerArgs),
     /// Drive open-loop load at an OpenAI-compatible endpoint and print a report.
     Load(LoadArgs),
+    /// Replay a load workload offline with each conversation pinned to one worker (the
+    /// sticky-session oracle) and print its hit rate and the trace's working set as JSON.
+    Oracle(OracleArgs),
 }
 
 #[tokio::main]
@@ -40,6 +43,15 @@ async fn main() -> anyhow::Result<()> {
         Command::Worker(args) => run_worker(args).await,
         Command::Load(args) => {
             switchyard_load::run_cli(args).await?;
+            Ok(())
+        }
+        Command::Oracle(args) => {
+            let report = serde_json::to_string_pretty(&run_oracle(&args))?;
+            if let Some(path) = &args.json {
+                std::fs::write(path, &report)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            println!("{report}");
             Ok(())
         }
     }

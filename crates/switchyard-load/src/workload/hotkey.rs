@@ -38,7 +38,7 @@ impl HotkeyWorkload {
             let key = self.rng.random_range(0..HOT_KEYS);
             let tail_words = self.rng.random_range(TAIL_WORDS);
             PlannedRequest {
-                session_id: format!("hot{key}"),
+                session_id: Some(format!("hot{key}")),
                 user: None,
                 messages: vec![
                     ChatMessage::system(self.hot_prefixes[key].clone()),
@@ -50,7 +50,7 @@ impl HotkeyWorkload {
             let words = self.rng.random_range(COLD_PROMPT_WORDS);
             let session_id = format!("r{:016x}", self.rng.random::<u64>());
             PlannedRequest {
-                session_id,
+                session_id: Some(session_id),
                 user: None,
                 messages: vec![ChatMessage::user(random_words(&mut self.rng, words))],
                 turn: None,
@@ -68,7 +68,12 @@ mod tests {
         let mut workload = HotkeyWorkload::new(4);
         let draws = 5000;
         let hot = (0..draws)
-            .filter(|_| workload.next_request().session_id.starts_with("hot"))
+            .filter(|_| {
+                workload
+                    .next_request()
+                    .session_id
+                    .is_some_and(|s| s.starts_with("hot"))
+            })
             .count();
         let share = hot as f64 / f64::from(draws);
         assert!((0.77..0.83).contains(&share), "hot share {share}");
@@ -80,7 +85,11 @@ mod tests {
         let mut cold_prompts = std::collections::HashSet::new();
         for _ in 0..500 {
             let request = workload.next_request();
-            if let Some(key) = request.session_id.strip_prefix("hot") {
+            if let Some(key) = request
+                .session_id
+                .as_deref()
+                .and_then(|s| s.strip_prefix("hot"))
+            {
                 let key: usize = key.parse().expect("numeric hot key");
                 assert_eq!(request.messages[0].content, workload.hot_prefixes[key]);
             } else {

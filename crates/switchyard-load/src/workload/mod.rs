@@ -1,5 +1,6 @@
 //! Deterministic prompt generators, one per [`Workload`].
 
+mod agentic;
 mod hotkey;
 mod multiturn;
 mod text;
@@ -44,8 +45,8 @@ impl ChatMessage {
 /// One chat completion to send, before the transport adds model and sampling fields.
 #[derive(Clone, Debug)]
 pub struct PlannedRequest {
-    /// Sent as `x-session-id` so session-affine routers can key on it.
-    pub session_id: String,
+    /// Sent as `x-session-id` so session-affine routers can key on it (absent: not sent).
+    pub session_id: Option<String>,
     /// Sent as the OpenAI `user` field when present.
     pub user: Option<String>,
     pub messages: Vec<ChatMessage>,
@@ -55,6 +56,7 @@ pub struct PlannedRequest {
 
 #[derive(Debug)]
 pub enum WorkloadGenerator {
+    Agentic(agentic::AgenticWorkload),
     Multiturn(multiturn::MultiturnWorkload),
     Hotkey(hotkey::HotkeyWorkload),
     Uniform(uniform::UniformWorkload),
@@ -66,6 +68,14 @@ impl WorkloadGenerator {
             Workload::Multiturn => Self::Multiturn(multiturn::MultiturnWorkload::new(seed)),
             Workload::Hotkey => Self::Hotkey(hotkey::HotkeyWorkload::new(seed)),
             Workload::Uniform => Self::Uniform(uniform::UniformWorkload::new(seed)),
+            Workload::Agentic => Self::Agentic(agentic::AgenticWorkload::new(
+                seed,
+                agentic::Identity::Anonymous,
+            )),
+            Workload::AgenticKeyed => Self::Agentic(agentic::AgenticWorkload::new(
+                seed,
+                agentic::Identity::SessionHeader,
+            )),
         }
     }
 
@@ -74,6 +84,7 @@ impl WorkloadGenerator {
             Self::Multiturn(workload) => workload.next_request(),
             Self::Hotkey(workload) => workload.next_request(),
             Self::Uniform(workload) => workload.next_request(),
+            Self::Agentic(workload) => workload.next_request(),
         }
     }
 
@@ -89,7 +100,7 @@ impl WorkloadGenerator {
 mod tests {
     use super::*;
 
-    fn transcript(workload: Workload, seed: u64) -> Vec<(String, Vec<ChatMessage>)> {
+    fn transcript(workload: Workload, seed: u64) -> Vec<(Option<String>, Vec<ChatMessage>)> {
         let mut generator = WorkloadGenerator::new(workload, seed);
         (0..40)
             .map(|_| {
@@ -101,7 +112,13 @@ mod tests {
 
     #[test]
     fn every_workload_is_deterministic_per_seed() {
-        for workload in [Workload::Multiturn, Workload::Hotkey, Workload::Uniform] {
+        for workload in [
+            Workload::Multiturn,
+            Workload::Hotkey,
+            Workload::Uniform,
+            Workload::Agentic,
+            Workload::AgenticKeyed,
+        ] {
             assert_eq!(
                 transcript(workload, 9),
                 transcript(workload, 9),

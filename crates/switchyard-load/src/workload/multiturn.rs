@@ -111,7 +111,7 @@ impl MultiturnWorkload {
         let session_id = format!("s{session_index}");
         PlannedRequest {
             user: Some(session_id.clone()),
-            session_id,
+            session_id: Some(session_id),
             messages,
             turn: Some(TurnTicket {
                 session: session_index,
@@ -166,8 +166,8 @@ mod tests {
     #[test]
     fn sessions_grow_one_turn_per_request_and_restart_after_max_turns() {
         let mut workload = MultiturnWorkload::new(5);
-        let mut turns_seen: HashMap<String, usize> = HashMap::new();
-        let mut previous: HashMap<String, Vec<ChatMessage>> = HashMap::new();
+        let mut turns_seen: HashMap<Option<String>, usize> = HashMap::new();
+        let mut previous: HashMap<Option<String>, Vec<ChatMessage>> = HashMap::new();
         let mut restarts = 0;
         for request_index in 0..3000 {
             let request = workload.next_request();
@@ -190,7 +190,7 @@ mod tests {
             let mut with_answer = request.messages.clone();
             with_answer.push(ChatMessage::assistant(answer));
             previous.insert(request.session_id.clone(), with_answer);
-            assert_eq!(request.user.as_deref(), Some(request.session_id.as_str()));
+            assert_eq!(request.user, request.session_id);
         }
         assert!(restarts > 0, "the hottest sessions must wrap around");
     }

@@ -27,7 +27,7 @@ impl UniformWorkload {
         let words = self.rng.random_range(PROMPT_WORDS);
         self.issued += 1;
         PlannedRequest {
-            session_id: format!("u{}", self.issued),
+            session_id: Some(format!("u{}", self.issued)),
             user: None,
             messages: vec![ChatMessage::user(random_words(&mut self.rng, words))],
             turn: None,

@@ -23,8 +23,9 @@ pub struct CacheAwareConfig {
     /// affinity are placed by hashing the routing key (`routing.routing_key`), the function
     /// warmup shares, so every gateway replica picks the same worker without talking.
     pub placement_block_bytes: u64,
-    /// Placing a new key (a new session, or a conversation no worker continues) also skips a
-    /// worker whose recent share of this replica's requests exceeds this × the mean (≥ 1.0),
+    /// Placing a new key that is not a chat conversation (a prompt-prefix block, a session's
+    /// completion prompt) also skips a worker whose recent share of this replica's requests
+    /// exceeds this × the mean (≥ 1.0),
     /// besides the ring's in-flight bound (`consistent_hash.load_factor`). In-flight counts
     /// at low concurrency are too coarse to balance by, and moving a conversation before it
     /// has cached anything costs nothing, so this bound is tight.
@@ -34,6 +35,17 @@ pub struct CacheAwareConfig {
     /// Bound on remembered placement moves (load moves and migrations, by routing key; oldest
     /// forgotten first).
     pub max_placement_overrides: u64,
+    /// A chat request with neither session nor user is named by its opening (system prompt
+    /// and first user message): placed on the ring as its own conversation, later turns
+    /// following it. Off: such requests follow any shared prefix and are placed by the
+    /// prompt-prefix key.
+    pub anonymous_conversations: bool,
+    /// A chat conversation's first turn skips its ring owner only while the owner has more
+    /// than this × the mean in-flight requests (≥ 1.0); the recent-share bound does not apply
+    /// to it. Loose on purpose: replicas that do not share affinity events each follow the
+    /// ring for turns they never saw placed, so a move made on one replica's private load view
+    /// splits the conversation; the ring alone already spreads many conversations evenly.
+    pub opening_load_factor: f64,
 }
 
 impl Default for CacheAwareConfig {
@@ -48,6 +60,8 @@ impl Default for CacheAwareConfig {
             placement_load_factor: 1.0,
             placement_load_half_life_ms: 10_000,
             max_placement_overrides: 65_536,
+            anonymous_conversations: true,
+            opening_load_factor: 2.0,
         }
     }
 }
@@ -87,6 +101,13 @@ impl CacheAwareConfig {
                 "cache_aware.placement_load_factor",
                 "must be a finite number >= 1.0",
                 self.placement_load_factor,
+            ));
+        }
+        if !(self.opening_load_factor.is_finite() && self.opening_load_factor >= 1.0) {
+            return Err(invalid(
+                "cache_aware.opening_load_factor",
+                "must be a finite number >= 1.0",
+                self.opening_load_factor,
             ));
         }
         if self.placement_load_half_life_ms == 0 {
@@ -181,6 +202,13 @@ mod tests {
                     ..Default::default()
                 },
                 "cache_aware.placement_load_factor",
+            ),
+            (
+                CacheAwareConfig {
+                    opening_load_factor: 0.99,
+                    ..Default::default()
+                },
+                "cache_aware.opening_load_factor",
             ),
             (
                 CacheAwareConfig {

@@ -16,6 +16,8 @@ use crate::hash::stable_hash_seeded;
 pub const USER_TURN_MARKER: &str = "<|user|>";
 /// Starts every message after the first.
 const NEXT_MESSAGE: &str = "\n<|";
+/// Hash seed of conversations named by their opening alone.
+const ANONYMOUS: u64 = 0x616e_6f6e_796d_6f75;
 
 /// A chat conversation, named by its opening.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +31,12 @@ pub(super) struct Conversation {
 
 impl Conversation {
     /// None when the prompt is not a flattened chat with a user message (e.g. a completion).
+    /// A chat sent without session or user: named by its opening alone, which (system prompt
+    /// plus first user message) differs between conversations and is resent by every turn.
+    pub(super) fn anonymous(prompt: &str) -> Option<Self> {
+        Self::of(prompt, ANONYMOUS)
+    }
+
     pub(super) fn of(prompt: &str, routing_key_hash: u64) -> Option<Self> {
         let opening = opening(prompt)?;
         Some(Self {

@@ -1,9 +1,10 @@
 //! Cache-aware routing: send a request to the worker that already caches its affinity prefix;
 //! place the rest by hashing their routing key (session → user → prompt prefix, the function
 //! warmup shares) onto the ring with bounded load, so every gateway replica agrees without
-//! talking and sessions sharing one system prompt still spread. A chat with a session or user
-//! is named by its conversation (key + opening, `conversation`): only its first turn takes the
-//! load bounds, later turns go where it lives on every replica; when the holder of a prefix is
+//! talking and sessions sharing one system prompt still spread. A chat is named by its
+//! conversation (its opening, under the session or user key when one is sent: `conversation`):
+//! only its first turn takes a (loose, in-flight) load bound, later turns go where it lives on
+//! every replica; when the holder of a prefix is
 //! filtered, migrate the affinity to the fallback worker at once and say so to the other
 //! replicas.
 
@@ -17,6 +18,8 @@ mod recent;
 mod tests;
 #[cfg(test)]
 mod tests_affinity;
+#[cfg(test)]
+mod tests_anonymous;
 #[cfg(test)]
 mod tests_keys;
 #[cfg(test)]
@@ -40,7 +43,7 @@ use conversation::Conversation;
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{PlacementKind, PlacementOverrides};
-use recent::RecentLoad;
+use recent::{RecentLoad, ShareBound};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -208,15 +211,23 @@ impl RoutingPolicy for CacheAwarePolicy {
             text: key.key,
             source: key.source,
         });
-        let affinity = match key.map(|key| key.source) {
-            Some(RoutingKeySource::Session | RoutingKeySource::User) => Affinity::Continuation,
-            Some(RoutingKeySource::PromptPrefix) | None => Affinity::SharedPrefix,
+        // A chat is placed, overridden and announced by its conversation, which every replica
+        // names alike at every turn: by its opening under the session or user key, or, with
+        // neither sent, by its opening alone (never by the shared system prompt, which would
+        // pile every conversation of an application onto one worker).
+        let identified = matches!(
+            key.map(|key| key.source),
+            Some(RoutingKeySource::Session | RoutingKeySource::User)
+        );
+        let conversation = match key {
+            Some(key) if identified => Conversation::of(prompt, key.hash),
+            Some(_) if self.config.anonymous_conversations => Conversation::anonymous(prompt),
+            _ => None,
         };
-        // A chat with a session or user is placed, overridden and announced by its
-        // conversation, which every replica names alike at every turn.
-        let conversation = match affinity {
-            Affinity::Continuation => key.and_then(|key| Conversation::of(prompt, key.hash)),
-            Affinity::SharedPrefix => None,
+        let affinity = if identified || conversation.is_some() {
+            Affinity::Continuation
+        } else {
+            Affinity::SharedPrefix
         };
         let key = match (key, conversation) {
             (Some(key), Some(conversation)) => Some(KeyOf {
@@ -234,6 +245,10 @@ impl RoutingPolicy for CacheAwarePolicy {
         let view = CandidateView::new(candidates);
         let loads = CandidateLoads::new(&ring, candidates);
         let bound = LoadBound::new(candidates, self.load_factor);
+        // A conversation's opening is bounded loosely and by in-flight counts alone: a replica
+        // that never sees the opening sends the later turns to the ring owner, so every
+        // deviation made on private load signals risks splitting the conversation.
+        let opening_bound = LoadBound::new(candidates, self.config.opening_load_factor);
         let imbalanced = is_imbalanced(
             candidates,
             self.config.balance_abs_threshold,
@@ -263,6 +278,16 @@ impl RoutingPolicy for CacheAwarePolicy {
         let placed = || {
             if sticky {
                 placement::place_sticky(&ring, overrides, &loads, key?.hash)
+            } else if conversation.is_some() {
+                let unbounded = ShareBound::unbounded();
+                placement::place(
+                    &ring,
+                    overrides,
+                    &loads,
+                    opening_bound,
+                    &unbounded,
+                    key?.hash,
+                )
             } else {
                 placement::place(&ring, overrides, &loads, bound, &share, key?.hash)
             }

@@ -31,6 +31,14 @@ pub(super) struct ShareBound {
 }
 
 impl ShareBound {
+    /// Accepts every member.
+    pub(super) fn unbounded() -> Self {
+        Self {
+            cap: f64::INFINITY,
+            by_member: Vec::new(),
+        }
+    }
+
     pub(super) fn accepts(&self, member: u32) -> bool {
         self.by_member
             .get(member as usize)

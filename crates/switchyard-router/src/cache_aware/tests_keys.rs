@@ -10,6 +10,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use switchyard_core::ManualClock;
 
+/// Chats without session or user keyed by their leading block, not named by their opening.
+fn prompt_prefix_only() -> CacheAwareConfig {
+    CacheAwareConfig {
+        anonymous_conversations: false,
+        ..Default::default()
+    }
+}
+
 /// Long enough that every first turn matches it strongly (> 50 % of the prompt).
 fn system_prompt() -> String {
     format!(
@@ -148,8 +156,9 @@ fn sessions_sharing_one_system_prompt_spread_over_the_fleet() {
         let cv = coefficient_of_variation(&counts);
         assert!(cv < 0.15, "{config:?}: cv {cv:.3}, placements {counts:?}");
     }
-    // Control: the same prompts without an identity follow the shared prefix to one worker.
-    let policy = replica_with(0, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    // Control: the same prompts without an identity, not named as conversations, follow the
+    // shared prefix to one worker (tests_anonymous covers them named by their openings).
+    let policy = replica_with(0, Arc::new(DiscardAffinity), prompt_prefix_only());
     let mut workers = std::collections::BTreeSet::new();
     for i in 0..50 {
         let prompt = first_turn(i);
@@ -225,7 +234,12 @@ fn a_sessions_later_turns_stay_on_its_worker_and_its_next_conversation_is_placed
 
 #[test]
 fn the_in_flight_bound_bites_at_low_counts() {
-    let probe = replica_with(0, Arc::new(DiscardAffinity), without_share_bound());
+    // Conversation openings bounded as tightly as other keys (by default they are loose).
+    let config = CacheAwareConfig {
+        opening_load_factor: 1.25,
+        ..without_share_bound()
+    };
+    let probe = replica_with(0, Arc::new(DiscardAffinity), config.clone());
     let owner = "gpu-b";
     let keys = sessions_owned_by(&probe, owner, "s-", |_| first_turn(1), 4);
     let cases: [(&[(&str, u64)], bool); 4] = [
@@ -239,7 +253,7 @@ fn the_in_flight_bound_bites_at_low_counts() {
         (&[(owner, 2), ("gpu-a", 2), ("gpu-c", 1)], false),
     ];
     for ((busy, owner_accepted), key) in cases.into_iter().zip(&keys) {
-        let policy = replica_with(0, Arc::new(DiscardAffinity), without_share_bound());
+        let policy = replica_with(0, Arc::new(DiscardAffinity), config.clone());
         let (name, branch) = route_session(&policy, key, &first_turn(1), &loads(&policy, busy));
         if owner_accepted {
             assert_eq!(
@@ -269,8 +283,15 @@ fn the_share_bound_moves_new_sessions_off_a_worker_busy_with_a_heavy_one_until_i
         policy.worker_added(WorkerId(id), name);
     }
     let owner = "gpu-c";
-    let keys = sessions_owned_by(&policy, owner, "light-", first_turn, 3);
-    let heavy = &keys[0];
+    let heavy = &sessions_owned_by(&policy, owner, "heavy-", first_turn, 1)[0];
+    // Light sessions sending completion prompts (no conversation to name) are placed by their
+    // session key under the share bound; conversation openings are not (tests_anonymous).
+    let light: Vec<String> = (0..)
+        .map(|i| format!("light-{i}"))
+        .filter(|session| owner_of(&policy, session) == owner)
+        .take(2)
+        .collect();
+    let completion = |i: usize| format!("Summarise report {i}: {}", "figures ".repeat(20));
     let mut prompt = first_turn(0);
     let idle = idle_except(&policy, &[]);
     assert_eq!(
@@ -285,13 +306,13 @@ fn the_share_bound_moves_new_sessions_off_a_worker_busy_with_a_heavy_one_until_i
         );
     }
     // Every in-flight count is 0, yet the owner took all 12 recent requests.
-    let (name, branch) = route_session(&policy, &keys[1], &first_turn(1), &idle);
+    let (name, branch) = route_session(&policy, &light[0], &completion(1), &idle);
     assert_eq!(branch, "load_move");
     assert_ne!(name, owner);
     // Ten half-lives later the burst is forgotten and the owner takes its keys again.
     clock.advance(Duration::from_secs(100));
     assert_eq!(
-        route_session(&policy, &keys[2], &first_turn(2), &idle),
+        route_session(&policy, &light[1], &completion(2), &idle),
         (owner.to_string(), "hash_placement")
     );
 }
@@ -377,7 +398,7 @@ fn a_session_load_move_broadcasts_the_key_hash_not_the_session_id() {
 
 #[test]
 fn prompts_without_session_or_user_still_place_by_their_leading_block() {
-    let policy = replica_with(0, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    let policy = replica_with(0, Arc::new(DiscardAffinity), prompt_prefix_only());
     let prompt = first_turn(1);
     let block = crate::routing_key::leading_chars(&prompt, 256);
     let decision = policy

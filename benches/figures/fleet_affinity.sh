@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Fleet cache affinity without session keys. 4 sims whose KV is sized so the trace's working
+# set fills ~75 % of the fleet's KV (`switchyard-sim oracle` measures it), the `agentic`
+# workload (multi-turn chats in groups sharing an ~800-word system prompt, whole history per
+# turn, no x-session-id, no user) at RATE req/s for DURATION s, spread at random over 1, 3 or 5
+# gateway replicas, independent or as one Raft group; round_robin vs cache_aware; the same
+# with session keys (`agentic-keyed`). After each run the sticky-session oracle replays the
+# exact requests the run sent. Writes fleet_affinity.md.
+#
+# Bounded: every case is DURATION s (default 60) plus start-up; CASES picks a subset.
+source "$(dirname "$0")/lib.sh"
+fig_init fleet_affinity
+
+RATE="${RATE:-60}"
+DURATION="${DURATION:-60}"
+SEEDS="${SEEDS:-1 2}"
+KV_SHARE="${KV_SHARE:-0.75}"
+BASE="${FIG_PORT_BASE:-20000}"
+# mode:replicas:policy:workload[:flag], flag "legacy" turns anonymous conversations off.
+CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed cluster:5:cache_aware:agentic-keyed independent:1:cache_aware:agentic:legacy independent:3:cache_aware:agentic:legacy}"
+GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
+RAFT_PORTS=($((BASE + 10)) $((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
+SIM_PORTS=($((BASE + 20)) $((BASE + 21)) $((BASE + 22)) $((BASE + 23)))
+require_ports "${GW_PORTS[@]}" "${RAFT_PORTS[@]}" "${SIM_PORTS[@]}"
+
+meta rate "$RATE"
+meta duration "$DURATION"
+meta seeds "$SEEDS"
+meta kv_share "$KV_SHARE"
+
+GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-fleet-affinity)
+
+write_config() {
+    local policy="$1" flag="$2" path="$3"
+    printf '[routing]\npolicy = "%s"\n' "$policy" >"$path"
+    if [[ "$flag" == legacy ]]; then
+        printf '\n[routing.cache_aware]\nanonymous_conversations = false\n' >>"$path"
+    fi
+}
+
+wait_members() {
+    local port="$1" want="$2" tries=150 have
+    while true; do
+        have="$(admin GET "$port" /admin/cluster 2>/dev/null | python3 -c '
+import json, sys
+status = json.load(sys.stdin)
+members = status.get("members") or status.get("membership") or []
+print(len(members) if isinstance(members, (list, dict)) else 0)' 2>/dev/null || echo 0)"
+        ((have >= want)) && return 0
+        tries=$((tries - 1))
+        if ((tries == 0)); then
+            echo "cluster on $port: $have of $want members" >&2
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# run_case SEED KV_BLOCKS MODE REPLICAS POLICY WORKLOAD FLAG
+run_case() {
+    local seed="$1" kv="$2" mode="$3" replicas="$4" policy="$5" workload="$6" flag="$7"
+    local name="s${seed}_${mode}_${replicas}_${policy}_${workload}${flag:+_$flag}"
+    local config="$FIG_DATA/$name.toml" pids=() urls=() targets=() i
+    write_config "$policy" "$flag" "$config"
+    for i in 0 1 2 3; do
+        start_sim "sim-$i" "${SIM_PORTS[$i]}" --kv-blocks "$kv"
+        pids+=("$SIM_PID")
+        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+    done
+    for ((i = 0; i < replicas; i++)); do
+        local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}")
+        if [[ "$mode" == cluster && $i -gt 0 ]]; then
+            node+=(--join "127.0.0.1:${RAFT_PORTS[0]}")
+        fi
+        start_gateway "gateway-$i" "${GW_PORTS[$i]}" "$config" "${urls[@]}" "${node[@]}"
+        pids+=("$GW_PID")
+        targets+=(--target "http://127.0.0.1:${GW_PORTS[$i]}")
+        if [[ "$mode" == cluster ]]; then wait_members "${GW_PORTS[0]}" $((i + 1)); fi
+    done
+    for ((i = 0; i < replicas; i++)); do wait_routable "${GW_PORTS[$i]}" 4; done
+    echo "[fleet_affinity] $name" >&2
+    local out="$FIG_DATA/$name.json"
+    run_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload "$workload" \
+        --seed "$seed" --timeout 30
+    for ((i = 0; i < replicas; i++)); do
+        save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$name.gateway-$i.metrics.txt"
+    done
+    local sent
+    sent="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests_sent"])' "$out")"
+    log_cmd "$SIM_BIN" oracle --workload "$workload" --seed "$seed" --requests "$sent" \
+        --workers 4 --kv-blocks "$kv" --json "$FIG_DATA/$name.oracle.json"
+    "$SIM_BIN" oracle --workload "$workload" --seed "$seed" --requests "$sent" --workers 4 \
+        --kv-blocks "$kv" --json "$FIG_DATA/$name.oracle.json" >/dev/null
+    meta case "$seed	$mode	$replicas	$policy	$workload	${flag:-default}	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)"
+    for i in "${pids[@]}"; do stop_pid "$i"; done
+}
+
+for seed in $SEEDS; do
+    # KV per sim from the working set of the trace this seed will send.
+    expected=$(python3 -c "print(int($RATE * $DURATION))")
+    log_cmd "$SIM_BIN" oracle --workload agentic --seed "$seed" --requests "$expected" \
+        --workers 4 --working-set-share "$KV_SHARE" --json "$FIG_DATA/s${seed}_sizing.json"
+    "$SIM_BIN" oracle --workload agentic --seed "$seed" --requests "$expected" --workers 4 \
+        --working-set-share "$KV_SHARE" --json "$FIG_DATA/s${seed}_sizing.json" >/dev/null
+    kv="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv_blocks"])' "$FIG_DATA/s${seed}_sizing.json")"
+    meta sizing "$seed	$kv	$FIG_DATA/s${seed}_sizing.json"
+    for spec in $CASES; do
+        IFS=: read -r mode replicas policy workload flag <<<"$spec"
+        run_case "$seed" "$kv" "$mode" "$replicas" "$policy" "$workload" "${flag:-}"
+    done
+done
+
+meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+meta loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
+python3 "$FIG_DIR/fleet_affinity_render.py" "$FIG_META" "$FIG_OUT"

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Markdown page of fleet_affinity.sh: physical hit rate, its share of the sticky-session
+oracle and of one replica's, load CV and TTFT p99 per case and seed, then the mean and spread
+over seeds. Usage: fleet_affinity_render.py META_TSV OUT_MD."""
+
+import statistics
+import sys
+
+sys.dont_write_bytecode = True
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from figlib import load_report, one, read_meta, table  # noqa: E402
+from figrender import dedup_commands, header, relative  # noqa: E402
+
+
+def cases(meta):
+    for value in meta.get("case", []):
+        seed, mode, replicas, policy, workload, flag, path, oracle, load = value.split("\t")
+        yield {
+            "seed": int(seed), "mode": mode, "replicas": int(replicas), "policy": policy,
+            "workload": workload, "flag": flag, "report": load_report(path),
+            "oracle": load_report(oracle), "path": path, "load": load,
+        }
+
+
+def label(case):
+    flag = "" if case["flag"] == "default" else f" ({case['flag']})"
+    return f"{case['policy']} {case['workload']}{flag}, {case['replicas']} {case['mode']}"
+
+
+def p99_ms(report):
+    value = (report.get("ttft") or {}).get("p99")
+    return None if value is None else value * 1000
+
+
+def fmt(value, digits=3):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render(meta):
+    all_cases = list(cases(meta))
+    single = {}
+    for case in all_cases:
+        if case["replicas"] == 1:
+            single[(case["seed"], case["policy"], case["workload"], case["flag"])] = case
+    rows, by_label = [], {}
+    for case in all_cases:
+        report, oracle = case["report"], case["oracle"]
+        hit = report["physical_hit_rate"]
+        base = single.get((case["seed"], case["policy"], case["workload"], case["flag"]))
+        ratio = hit / base["report"]["physical_hit_rate"] if base and base["report"]["physical_hit_rate"] else None
+        ttft_ratio = None
+        if base and p99_ms(base["report"]) and p99_ms(report) is not None:
+            ttft_ratio = p99_ms(report) / p99_ms(base["report"])
+        of_oracle = hit / oracle["sticky_hit_rate"] if oracle["sticky_hit_rate"] else None
+        rows.append([
+            case["seed"], label(case), fmt(hit), fmt(oracle["sticky_hit_rate"]), fmt(of_oracle),
+            fmt(ratio), fmt(report["worker_load_cv"]), fmt(p99_ms(report), 0), fmt(ttft_ratio, 2),
+            f"{report['ok']}/{report['requests_sent']}", case["load"], relative(case["path"]),
+        ])
+        entry = by_label.setdefault(label(case), {"hit": [], "of_oracle": [], "ratio": [], "cv": [], "p99": [], "ttft_ratio": []})
+        entry["hit"].append(hit)
+        entry["of_oracle"].append(of_oracle)
+        entry["ratio"].append(ratio)
+        entry["cv"].append(report["worker_load_cv"])
+        entry["p99"].append(p99_ms(report))
+        entry["ttft_ratio"].append(ttft_ratio)
+
+    def spread(values, digits=3):
+        values = [v for v in values if v is not None]
+        if not values:
+            return "-"
+        mean = statistics.mean(values)
+        return f"{mean:.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
+
+    summary = [
+        [name, len(e["hit"]), spread(e["hit"]), spread(e["of_oracle"]), spread(e["ratio"]),
+         spread(e["cv"]), spread(e["p99"], 0), spread(e["ttft_ratio"], 2)]
+        for name, e in by_label.items()
+    ]
+    sizing = []
+    for value in meta.get("sizing", []):
+        seed, kv, path = value.split("\t")
+        report = load_report(path)
+        sizing.append([seed, kv, report["working_set_blocks"], fmt(report["working_set_blocks"] / (4 * int(kv)), 2),
+                       report["conversations"], fmt(report["sticky_hit_rate"]), fmt(report["pooled_hit_rate"])])
+    parts = [
+        header(
+            "Fleet cache affinity without session keys",
+            meta,
+            f"4 simulated workers, `agentic` workload at {one(meta, 'rate')} req/s for "
+            f"{one(meta, 'duration')} s per case, requests spread uniformly at random over the "
+            "replicas; seeds " + one(meta, "seeds", "?") + ". `of oracle` = physical hit rate / "
+            "the sticky-session oracle's on the exact requests the run sent; `× one` = hit rate / "
+            "the one-replica run of the same policy, workload and seed; `TTFT × one` likewise for "
+            "TTFT p99. `legacy` = `anonymous_conversations = false` (the behaviour before).",
+        ),
+        "## KV sizing (per seed)",
+        "",
+        table(["seed", "kv blocks / sim", "working set (blocks)", "working set / fleet KV",
+               "conversations", "oracle hit", "one pooled cache"], sizing),
+        "",
+        "## Mean [min–max] over seeds",
+        "",
+        table(["case", "runs", "hit rate", "of oracle", "× one", "load CV", "TTFT p99 ms",
+               "TTFT × one"], summary),
+        "",
+        "## Every run",
+        "",
+        table(["seed", "case", "hit rate", "oracle", "of oracle", "× one", "load CV",
+               "TTFT p99 ms", "TTFT × one", "ok/sent", "load avg", "report"], rows),
+        "",
+        "## Commands",
+        "",
+        dedup_commands(meta),
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def main():
+    meta = read_meta(sys.argv[1])
+    Path(sys.argv[2]).write_text(render(meta))
+
+
+if __name__ == "__main__":
+    main()
