@@ -90,7 +90,7 @@ impl Admission {
         let inner = &self.inner;
         match inner.identity.resolve(headers, inner.clock.now()) {
             Ok(tags) => {
-                let outcome = if inner.identity.is_anonymous() {
+                let outcome = if &*tags.caller == crate::identity::ANONYMOUS {
                     "anonymous"
                 } else {
                     "tenant"

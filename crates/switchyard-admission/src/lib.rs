@@ -37,8 +37,8 @@ mod wfq;
 
 pub use admission::Admission;
 pub use config::{
-    AdaptiveConfig, AdmissionConfig, DetectorConfig, GatesConfig, IdentityConfig, PerClass,
-    PurposeLimits, RampConfig, RetryAfterConfig, ScopeLimits, TenantConfig, WfqConfig,
+    AdaptiveConfig, AdmissionConfig, AnonymousAccess, DetectorConfig, GatesConfig, IdentityConfig,
+    PerClass, PurposeLimits, RampConfig, RetryAfterConfig, ScopeLimits, TenantConfig, WfqConfig,
 };
 pub use error::AdmissionError;
 pub use identity::{

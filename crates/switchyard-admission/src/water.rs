@@ -104,7 +104,7 @@ mod tests {
 
     fn tenant(caller: &str, per_day: Option<u64>) -> TenantConfig {
         TenantConfig {
-            api_key: format!("k-{caller}"),
+            api_key: format!("k-{caller}").into(),
             caller: caller.into(),
             tokens_per_day: per_day,
             ..TenantConfig::default()

@@ -6,12 +6,14 @@
 
 mod clock;
 mod quota;
+mod secret;
 mod tags;
 mod wall_clock;
 mod worker_id;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use quota::{FleetLimit, QuotaError, QuotaLedger, QuotaScope, Reservation, SpendTags};
+pub use secret::{REDACTED, Secret, with_secrets_exposed};
 pub use tags::{ParseTagError, Priority, Purpose, RequestTags};
 pub use wall_clock::WallClock;
 pub use worker_id::WorkerId;

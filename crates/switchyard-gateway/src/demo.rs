@@ -10,7 +10,7 @@ use switchyard_workers::WorkerSpec;
 use crate::config::Config;
 use crate::server::{GatewayHandle, StartError, start};
 
-pub const DEMO_ADMIN_KEY: &str = "demo-admin-key";
+pub const DEMO_ADMIN_KEY: &str = "demo-admin-key-000001";
 
 #[derive(Clone, Debug)]
 pub struct DemoOptions {

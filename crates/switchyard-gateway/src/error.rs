@@ -46,6 +46,16 @@ impl ApiError {
         )
     }
 
+    /// 408: the client did not send its request (body) in time.
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "request_timeout",
+            message.into(),
+        )
+    }
+
     pub fn model_not_found(model: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,

@@ -11,6 +11,7 @@ pub mod ctl;
 pub mod demo;
 pub mod error;
 mod http;
+pub mod listener;
 pub mod metrics;
 pub mod openai;
 pub mod proxy;

@@ -159,7 +159,7 @@ fn main() -> anyhow::Result<()> {
                 };
                 let admin_key = std::env::var("SWITCHYARD_ADMIN_API_KEY")
                     .ok()
-                    .or_else(|| Some(config.admin.api_key.clone()));
+                    .or_else(|| Some(config.admin.api_key.expose().to_string()));
                 let flags = args.clone();
                 let options = StartOptions {
                     admin_key,

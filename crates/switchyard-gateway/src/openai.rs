@@ -40,14 +40,36 @@ pub struct ParsedRequest {
     pub user: Option<String>,
     /// `max_completion_tokens`, else `max_tokens`, if the client set one.
     pub max_tokens: Option<u64>,
+    /// The client asked for the final usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
 }
 
 impl ParsedRequest {
     /// Tokens to reserve before the worker reports real usage: about four bytes of prompt
     /// per token, plus the requested output (or `default_output` when none was asked for).
+    /// Saturates: a client-chosen `max_tokens` can never wrap the reservation.
     pub fn estimated_tokens(&self, default_output: u64) -> u64 {
-        (self.prompt.len() as u64).div_ceil(4) + self.max_tokens.unwrap_or(default_output)
+        (self.prompt.len() as u64)
+            .div_ceil(4)
+            .saturating_add(self.max_tokens.unwrap_or(default_output))
     }
+
+    /// 400 when the request asks for more output tokens than `cap` allows.
+    pub fn check_max_tokens(&self, cap: u64) -> Result<(), ApiError> {
+        match self.max_tokens {
+            Some(asked) if asked > cap => Err(ApiError::bad_request(
+                "max_tokens_too_large",
+                format!("`max_tokens` is {asked}; at most {cap} output tokens may be requested"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +84,8 @@ struct ChatBody {
     max_tokens: Option<u64>,
     #[serde(default)]
     max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
 }
 
 #[derive(Deserialize)]
@@ -94,6 +118,8 @@ struct CompletionBody {
     user: Option<String>,
     #[serde(default)]
     max_tokens: Option<u64>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
 }
 
 #[derive(Deserialize)]
@@ -119,6 +145,7 @@ pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
                 stream: chat.stream.unwrap_or(false),
                 user: chat.user,
                 max_tokens: chat.max_completion_tokens.or(chat.max_tokens),
+                include_usage: include_usage(chat.stream_options.as_ref()),
             })
         }
         Route::Completions => {
@@ -133,9 +160,14 @@ pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
                 stream: completion.stream.unwrap_or(false),
                 user: completion.user,
                 max_tokens: completion.max_tokens,
+                include_usage: include_usage(completion.stream_options.as_ref()),
             })
         }
     }
+}
+
+fn include_usage(options: Option<&StreamOptions>) -> bool {
+    options.and_then(|o| o.include_usage).unwrap_or(false)
 }
 
 fn from_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
@@ -220,5 +252,72 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(wrong.status.as_u16(), 400);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn content() -> impl Strategy<Value = serde_json::Value> {
+            prop_oneof![
+                Just(serde_json::Value::Null),
+                ".{0,40}".prop_map(serde_json::Value::from),
+                proptest::collection::vec(".{0,10}", 0..3).prop_map(|parts| {
+                    serde_json::Value::Array(
+                        parts
+                            .into_iter()
+                            .map(|t| serde_json::json!({"type": "text", "text": t}))
+                            .collect(),
+                    )
+                }),
+                any::<i64>().prop_map(serde_json::Value::from),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            #[test]
+            fn arbitrary_bytes_are_parsed_or_refused_with_a_400(
+                bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            ) {
+                for route in [Route::ChatCompletions, Route::Completions] {
+                    if let Err(error) = parse(route, &bytes) {
+                        prop_assert_eq!(error.status.as_u16(), 400);
+                    }
+                }
+            }
+
+            #[test]
+            fn any_max_tokens_is_reserved_without_wrapping_and_checked_against_the_cap(
+                max_tokens in any::<u64>(),
+                cap in 1u64..1_000_000,
+                roles in proptest::collection::vec("[a-z]{0,8}", 1..4),
+                contents in proptest::collection::vec(content(), 1..4),
+                stream in any::<bool>(),
+                include_usage in proptest::option::of(any::<bool>()),
+            ) {
+                let messages: Vec<_> = roles
+                    .iter()
+                    .zip(contents.iter().cycle())
+                    .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+                    .collect();
+                let body = serde_json::json!({
+                    "model": "m", "messages": messages, "stream": stream,
+                    "max_tokens": max_tokens,
+                    "stream_options": {"include_usage": include_usage},
+                });
+                let bytes = serde_json::to_vec(&body).unwrap();
+                match parse(Route::ChatCompletions, &bytes) {
+                    Ok(parsed) => {
+                        prop_assert!(parsed.estimated_tokens(256) >= max_tokens);
+                        prop_assert_eq!(parsed.check_max_tokens(cap).is_err(), max_tokens > cap);
+                        prop_assert_eq!(parsed.include_usage, include_usage.unwrap_or(false));
+                    }
+                    // Numbers or other non-text contents are a 400, never a panic.
+                    Err(error) => prop_assert_eq!(error.status.as_u16(), 400),
+                }
+            }
+        }
     }
 }

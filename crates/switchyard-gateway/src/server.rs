@@ -1,6 +1,5 @@
 //! Assembles a running gateway from a validated config and owns its tasks.
 
-use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,6 +172,12 @@ pub async fn start_with(
     options: StartOptions,
 ) -> Result<GatewayHandle, StartError> {
     config.validate()?;
+    if let Some(key) = options.admin_key.as_deref().filter(|k| !k.is_empty()) {
+        crate::config::check_admin_key_strength(
+            "admin.api_key (or SWITCHYARD_ADMIN_API_KEY)",
+            key,
+        )?;
+    }
     let admin_keys = admin_keys(options.admin_key, &config);
     let metrics = Arc::new(Metrics::new()?);
     let clock: Arc<dyn switchyard_core::Clock> = Arc::new(SystemClock);
@@ -266,6 +271,14 @@ pub async fn start_with(
         Arc::new(HealthFollower(registry.clone())),
         warmup.follower(),
     ];
+    let listener_config = config.listener.clone();
+    let listener_metrics = crate::listener::ListenerMetrics::new(metrics.registry())
+        .map_err(crate::metrics::MetricsError::from)?;
+    let pending_bodies = crate::proxy::body_budget::BodyBudget::new(
+        listener_config.max_pending_body_bytes,
+        metrics.registry(),
+    )
+    .map_err(crate::metrics::MetricsError::from)?;
     let live = Arc::new(LiveConfig::new(config, followers, audit));
     let state = Arc::new(AppState {
         live: Arc::clone(&live),
@@ -279,6 +292,7 @@ pub async fn start_with(
         cluster,
         admin_keys,
         warmup: warmup.runtime(),
+        pending_bodies,
     });
     let warmup_tasks = warmup.bind(&state);
     let admission_ticker = spawn_admission_ticker(Arc::clone(&state));
@@ -291,16 +305,11 @@ pub async fn start_with(
         .map(|path| spawn_file_watcher(Arc::clone(&live), path, watch_interval, overrides));
     let app = crate::http::router(Arc::clone(&state));
     let (stop, stopped) = oneshot::channel::<()>();
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     let server = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let stopped = async move {
             let _ = stopped.await;
-        });
-        if let Err(error) = serve.await {
-            warn!(%error, "server stopped with an error");
-        }
+        };
+        crate::listener::serve(listener, app, &listener_config, listener_metrics, stopped).await;
     });
     info!(addr = %local, policy = state.policy.name(), workers = state.config().workers.len(), "switchyard gateway listening");
     Ok(GatewayHandle {
@@ -328,7 +337,7 @@ fn admin_keys(unnamed: Option<String>, config: &Config) -> Vec<(String, String)>
             .admin
             .keys
             .iter()
-            .map(|k| (k.name.clone(), k.key.clone())),
+            .map(|k| (k.name.clone(), k.key.expose().to_string())),
     );
     keys
 }

@@ -30,6 +30,8 @@ pub struct AppState {
     pub admin_keys: Vec<(String, String)>,
     /// Warmup manager, degradation controller and view, response cache (issue 7).
     pub warmup: WarmupRuntime,
+    /// Request-body bytes held before admission, bounded by `listener.max_pending_body_bytes`.
+    pub pending_bodies: Arc<crate::proxy::body_budget::BodyBudget>,
 }
 
 impl AppState {

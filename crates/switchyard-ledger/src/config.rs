@@ -14,8 +14,8 @@ pub struct LedgerConfig {
     pub advertise_addr: Option<String>,
     /// Directory of `ledger.redb` (log, vote, snapshot).
     pub data_dir: PathBuf,
-    /// Shared secret every ledger RPC must carry.
-    pub cluster_secret: String,
+    /// Shared secret every ledger RPC must carry (prints as `<redacted>`).
+    pub cluster_secret: switchyard_core::Secret,
     pub raft: RaftTimings,
     pub lease: LeaseConfig,
     /// How often settled spend is batched into one replicated report (default 1 s).
@@ -119,7 +119,7 @@ impl LedgerConfig {
             raft_addr: raft_addr.into(),
             advertise_addr: None,
             data_dir: data_dir.into(),
-            cluster_secret: String::new(),
+            cluster_secret: switchyard_core::Secret::default(),
             raft: RaftTimings::default(),
             lease: LeaseConfig::default(),
             spend_flush_interval: Duration::from_secs(1),

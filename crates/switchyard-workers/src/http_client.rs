@@ -50,7 +50,11 @@ pub enum GetJsonError {
     Json(#[from] serde_json::Error),
 }
 
-/// GETs `uri` and parses the body as JSON, bounded by `timeout` end to end.
+/// Largest JSON body `get_json` reads (a model list is a few KiB).
+pub const MAX_JSON_BODY_BYTES: usize = 1024 * 1024;
+
+/// GETs `uri` and parses the body as JSON, bounded by `timeout` end to end and by
+/// [`MAX_JSON_BODY_BYTES`] in size.
 pub async fn get_json(
     client: &HttpClient,
     uri: Uri,
@@ -67,8 +71,7 @@ pub async fn get_json(
             .await
             .map_err(|e| GetJsonError::Transport(e.to_string()))?;
         let status = response.status();
-        let body = response
-            .into_body()
+        let body = http_body_util::Limited::new(response.into_body(), MAX_JSON_BODY_BYTES)
             .collect()
             .await
             .map_err(|e| GetJsonError::Transport(e.to_string()))?

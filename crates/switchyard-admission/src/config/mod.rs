@@ -81,6 +81,21 @@ pub struct IdentityConfig {
     pub request_id_window_ms: u64,
     /// Request ids remembered at most; the oldest are forgotten first.
     pub request_id_capacity: usize,
+    /// Who may call without an API key: `auto` (only while no tenant is configured),
+    /// `deny` (never, even with no tenants) or `allow` (keyless requests run as `anonymous`
+    /// at P1 beside the tenants; a wrong key is still refused).
+    pub anonymous: AnonymousAccess,
+}
+
+/// Whether requests without an API key are served.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AnonymousAccess {
+    /// Anonymous exactly when no tenant is configured.
+    #[default]
+    Auto,
+    Deny,
+    Allow,
 }
 
 impl Default for IdentityConfig {
@@ -89,6 +104,7 @@ impl Default for IdentityConfig {
             caller_label_top_n: 50,
             request_id_window_ms: 60_000,
             request_id_capacity: 100_000,
+            anonymous: AnonymousAccess::Auto,
         }
     }
 }

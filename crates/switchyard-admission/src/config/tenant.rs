@@ -1,7 +1,7 @@
 //! Tenants: who may call, at which priority, with which quotas.
 
 use serde::{Deserialize, Serialize};
-use switchyard_core::{Priority, Purpose};
+use switchyard_core::{Priority, Purpose, Secret};
 
 use super::GatesConfig;
 
@@ -9,8 +9,8 @@ use super::GatesConfig;
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TenantConfig {
-    /// Sent as `Authorization: Bearer <key>` (or `x-api-key`).
-    pub api_key: String,
+    /// Sent as `Authorization: Bearer <key>` (or `x-api-key`). Never serialised out.
+    pub api_key: Secret,
     /// The caller id that tags, budgets and metrics use.
     pub caller: String,
     /// Most urgent class the caller may use; requests asking for more are clamped.
@@ -37,7 +37,7 @@ pub struct TenantConfig {
 impl Default for TenantConfig {
     fn default() -> Self {
         Self {
-            api_key: String::new(),
+            api_key: Secret::default(),
             caller: String::new(),
             max_priority: Priority::P1,
             default_priority: None,

@@ -177,10 +177,10 @@ fn validate_tenants(tenants: &[TenantConfig]) -> Check {
     let mut callers = HashSet::new();
     for (i, tenant) in tenants.iter().enumerate() {
         let at = |field: &str| format!("tenants[{i}].{field}");
-        if tenant.api_key.trim().is_empty() {
+        if tenant.api_key.expose().trim().is_empty() {
             return Err(AdmissionError::invalid(at("api_key"), "must not be empty"));
         }
-        if !keys.insert(tenant.api_key.as_str()) {
+        if !keys.insert(tenant.api_key.expose()) {
             return Err(AdmissionError::invalid(at("api_key"), "duplicate api key"));
         }
         if tenant.caller.trim().is_empty() {

@@ -1,6 +1,7 @@
 //! Identity and tags at the first hop: API key → caller, then priority, purpose and retry
 //! count from headers. Tags are fixed here and travel with the request from then on.
 
+mod key_digest;
 mod labels;
 mod recent_ids;
 
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 use switchyard_core::{Priority, Purpose, RequestTags};
 use tracing::info;
 
-use crate::config::{AdmissionConfig, TenantConfig};
+use crate::config::{AdmissionConfig, AnonymousAccess, TenantConfig};
+use key_digest::KeyDigest;
 pub use labels::CallerLabels;
 use recent_ids::RecentRequestIds;
 
@@ -77,23 +79,33 @@ impl Profile {
 }
 
 pub struct Identity {
-    by_api_key: HashMap<String, Profile>,
-    anonymous: Profile,
+    /// Tenants by the SHA-256 of their key: the keys themselves are not kept, and a lookup
+    /// compares digests in constant time, so timing says nothing about a key's prefix.
+    by_api_key: HashMap<KeyDigest, Profile>,
+    /// The profile of keyless requests, when they are served at all.
+    anonymous: Option<Profile>,
     labels: CallerLabels,
     recent_ids: Option<Mutex<RecentRequestIds>>,
 }
 
 impl Identity {
     pub fn new(config: &AdmissionConfig) -> Self {
-        let by_api_key: HashMap<String, Profile> = config
+        let by_api_key: HashMap<KeyDigest, Profile> = config
             .tenants
             .iter()
-            .map(|tenant| (tenant.api_key.clone(), Profile::of(tenant)))
+            .map(|tenant| (KeyDigest::of(tenant.api_key.expose()), Profile::of(tenant)))
             .collect();
-        if by_api_key.is_empty() {
+        let anonymous = match config.identity.anonymous {
+            AnonymousAccess::Auto => by_api_key.is_empty(),
+            AnonymousAccess::Allow => true,
+            AnonymousAccess::Deny => false,
+        };
+        if anonymous && by_api_key.is_empty() {
             info!(
                 "no admission tenants configured: every request runs unauthenticated as caller `anonymous` at P1"
             );
+        } else if anonymous {
+            info!("requests without an API key run as caller `anonymous` at P1");
         }
         let window = Duration::from_millis(config.identity.request_id_window_ms);
         let recent_ids = (!window.is_zero()).then(|| {
@@ -104,15 +116,16 @@ impl Identity {
         });
         Self {
             by_api_key,
-            anonymous: Profile::anonymous(),
+            anonymous: anonymous.then(Profile::anonymous),
             labels: CallerLabels::new(&config.tenants, config.identity.caller_label_top_n),
             recent_ids,
         }
     }
 
-    /// True when no tenant is configured and nobody is authenticated.
+    /// True when no tenant is configured and keyless requests are served: nobody is
+    /// authenticated.
     pub fn is_anonymous(&self) -> bool {
-        self.by_api_key.is_empty()
+        self.by_api_key.is_empty() && self.anonymous.is_some()
     }
 
     /// Bounded metric label for a caller: its own name within the top N, else `other`.
@@ -179,14 +192,23 @@ impl Identity {
 
     fn profile(&self, headers: &HeaderMap) -> Result<&Profile, IdentityError> {
         if self.by_api_key.is_empty() {
-            return Ok(&self.anonymous);
+            return self.anonymous.as_ref().ok_or(IdentityError::Unauthorized);
         }
         let key = bearer_token(headers)
             .or_else(|| headers.get(API_KEY_HEADER).and_then(|v| v.to_str().ok()))
             .map(str::trim)
-            .filter(|key| !key.is_empty())
-            .ok_or(IdentityError::Unauthorized)?;
-        self.by_api_key.get(key).ok_or(IdentityError::Unauthorized)
+            .filter(|key| !key.is_empty());
+        let Some(key) = key else {
+            return self.anonymous.as_ref().ok_or(IdentityError::Unauthorized);
+        };
+        let digest = KeyDigest::of(key);
+        // The map finds the entry by the digest; the stored digest is then compared in
+        // constant time, so a hash collision of the map alone never admits anyone.
+        self.by_api_key
+            .get_key_value(&digest)
+            .filter(|(stored, _)| stored.matches(&digest))
+            .map(|(_, profile)| profile)
+            .ok_or(IdentityError::Unauthorized)
     }
 }
 

@@ -168,3 +168,44 @@ fn caller_labels_fold_beyond_the_top_n() {
     assert_eq!(identity.caller_label("stranger"), OTHER);
     assert_eq!(identity.caller_label(ANONYMOUS), ANONYMOUS);
 }
+
+#[test]
+fn anonymous_access_is_an_explicit_setting() {
+    let mut deny = AdmissionConfig::default();
+    deny.identity.anonymous = AnonymousAccess::Deny;
+    let identity = Identity::new(&deny);
+    assert!(!identity.is_anonymous());
+    assert_eq!(
+        identity.resolve(&HeaderMap::new(), Instant::now()),
+        Err(IdentityError::Unauthorized),
+        "deny refuses keyless requests even with no tenants"
+    );
+
+    let mut allow = tenants();
+    allow.identity.anonymous = AnonymousAccess::Allow;
+    let identity = Identity::new(&allow);
+    let keyless = identity.resolve(&HeaderMap::new(), Instant::now()).unwrap();
+    assert_eq!(&*keyless.caller, ANONYMOUS);
+    assert_eq!(keyless.priority, Priority::P1);
+    let wrong = headers(&[("authorization", "Bearer nope")]);
+    assert_eq!(
+        identity.resolve(&wrong, Instant::now()),
+        Err(IdentityError::Unauthorized),
+        "a wrong key is refused, not downgraded to anonymous"
+    );
+    let paying = headers(&[("authorization", "Bearer key-pay")]);
+    assert_eq!(
+        &*identity.resolve(&paying, Instant::now()).unwrap().caller,
+        "paying"
+    );
+}
+
+#[test]
+fn the_identity_table_keeps_no_key_text() {
+    let identity = Identity::new(&tenants());
+    let debug = format!("{:?}", identity.by_api_key);
+    assert!(
+        !debug.contains("key-pay") && !debug.contains("key-free"),
+        "{debug}"
+    );
+}

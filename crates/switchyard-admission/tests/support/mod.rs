@@ -30,7 +30,7 @@ pub fn fixture(config: AdmissionConfig) -> Fixture {
 
 pub fn tenant(caller: &str) -> TenantConfig {
     TenantConfig {
-        api_key: format!("key-{caller}"),
+        api_key: format!("key-{caller}").into(),
         caller: caller.into(),
         max_priority: Priority::P0,
         ..TenantConfig::default()

@@ -1,4 +1,5 @@
 use serde::{Deserialize, Serialize};
+use switchyard_core::Secret;
 use switchyard_ledger::state::DEFAULT_AUDIT_RETENTION;
 
 /// This replica's place in the Raft group that replicates the quota ledger and override
@@ -17,8 +18,8 @@ pub struct ClusterConfig {
     /// deleted at exit: fine for a demo, never for production.
     pub data_dir: String,
     /// Shared secret on every ledger RPC; `SWITCHYARD_CLUSTER_SECRET` overrides it. Required
-    /// with `members` or `join`.
-    pub secret: String,
+    /// with `members` or `join`; at least [`MIN_SECRET_LEN`] characters. Never serialised out.
+    pub secret: Secret,
     /// Static bootstrap: every initial voter. The lowest id initializes the group.
     pub members: Vec<ClusterMember>,
     /// Raft address of any existing member: join as a learner (promoted to voter while the
@@ -30,6 +31,10 @@ pub struct ClusterConfig {
     /// whichever leads sets it for the fleet.
     pub audit_retention_entries: u64,
 }
+
+/// Shortest accepted cluster secret or admin key: anyone holding the cluster secret can write
+/// any command to the ledger, so it must not be guessable.
+pub const MIN_SECRET_LEN: usize = 16;
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -46,7 +51,7 @@ impl Default for ClusterConfig {
             raft_addr: "127.0.0.1:0".into(),
             advertise_addr: String::new(),
             data_dir: String::new(),
-            secret: String::new(),
+            secret: Secret::default(),
             members: Vec::new(),
             join: String::new(),
             audit_retention_entries: DEFAULT_AUDIT_RETENTION,
@@ -65,6 +70,12 @@ impl ClusterConfig {
         }
         if !self.enabled {
             return Ok(());
+        }
+        if !self.secret.is_empty() && self.secret.len() < MIN_SECRET_LEN {
+            return Err((
+                "cluster.secret".into(),
+                format!("must be at least {MIN_SECRET_LEN} characters"),
+            ));
         }
         if self.node_id == 0 {
             return Err(("cluster.node_id".into(), "must be at least 1".into()));

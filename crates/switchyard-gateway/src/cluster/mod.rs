@@ -4,7 +4,7 @@
 pub mod affinity;
 mod config;
 
-pub use config::{ClusterConfig, ClusterMember};
+pub use config::{ClusterConfig, ClusterMember, MIN_SECRET_LEN};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +26,8 @@ pub enum ClusterError {
     TempDir(std::io::Error),
     #[error("cluster.secret (or SWITCHYARD_CLUSTER_SECRET) is required for a multi-node cluster")]
     MissingSecret,
+    #[error("SWITCHYARD_CLUSTER_SECRET must be at least {MIN_SECRET_LEN} characters")]
+    WeakSecret,
 }
 
 /// A running ledger node and what keeps it company.
@@ -46,10 +48,13 @@ impl LedgerRuntime {
         registry: &prometheus::Registry,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ClusterError> {
-        let secret = std::env::var("SWITCHYARD_CLUSTER_SECRET")
+        let from_env = std::env::var("SWITCHYARD_CLUSTER_SECRET")
             .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| config.secret.clone());
+            .filter(|s| !s.is_empty());
+        if from_env.as_ref().is_some_and(|s| s.len() < MIN_SECRET_LEN) {
+            return Err(ClusterError::WeakSecret);
+        }
+        let secret = from_env.unwrap_or_else(|| config.secret.expose().to_string());
         let secret = if secret.is_empty() {
             if config.is_multi_node() {
                 return Err(ClusterError::MissingSecret);
@@ -69,7 +74,7 @@ impl LedgerRuntime {
             (config.data_dir.clone().into(), None)
         };
         let mut ledger_config = LedgerConfig::new(config.node_id, &config.raft_addr, data_dir);
-        ledger_config.cluster_secret = secret.clone();
+        ledger_config.cluster_secret = secret.clone().into();
         if !config.advertise_addr.is_empty() {
             ledger_config.advertise_addr = Some(config.advertise_addr.clone());
         }

@@ -1,6 +1,7 @@
 //! The gateway's configuration: TOML, every field defaulted, unknown keys rejected, every
 //! invalid value reported with its field path. `config/switchyard.toml` documents it all.
 
+mod limits;
 mod validate;
 mod warmup;
 
@@ -9,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 pub use switchyard_admission::AdmissionConfig;
+use switchyard_core::Secret;
 pub use switchyard_router::RoutingConfig;
 use switchyard_workers::{HttpClientConfig, WorkerSpec};
 
@@ -16,8 +18,10 @@ pub use switchyard_workers::HealthConfig;
 
 pub use crate::proxy::retry_budget::RetryConfig;
 
+pub use limits::{LimitsConfig, ListenerConfig};
 pub use switchyard_warmup::{DegradationConfig, WarmupConfig};
 pub use validate::ConfigError;
+pub(crate) use validate::check_admin_key_strength;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -37,6 +41,10 @@ pub struct Config {
     pub warmup: WarmupConfig,
     /// Graded degradation, model downgrade chains and the response cache.
     pub degradation: DegradationConfig,
+    /// What a request may ask for (`max_tokens` cap).
+    pub limits: LimitsConfig,
+    /// Timeouts and caps of the client listener; the `/metrics` token.
+    pub listener: ListenerConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -129,8 +137,8 @@ pub struct PrefilterConfig {
 pub struct AdminConfig {
     /// Control-plane key for `/admin/*`. Empty disables the admin API (403). The environment
     /// variable `SWITCHYARD_ADMIN_API_KEY` overrides it, to keep secrets out of files.
-    /// Its holder acts as the principal `admin`.
-    pub api_key: String,
+    /// Its holder acts as the principal `admin`. At least 16 characters; never serialised out.
+    pub api_key: Secret,
     /// Named keys: each holder acts as that principal in audit logs and in the two-person
     /// rule for quota overrides (the approver must be a different principal).
     pub keys: Vec<AdminKey>,
@@ -140,7 +148,8 @@ pub struct AdminConfig {
 #[serde(deny_unknown_fields)]
 pub struct AdminKey {
     pub name: String,
-    pub key: String,
+    /// At least 16 characters; never serialised out.
+    pub key: Secret,
     /// What the holder may do; `admin` (everything) when absent, as before roles existed.
     #[serde(default)]
     pub role: AdminRole,

@@ -56,6 +56,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
             return Err(ConfigError::invalid(path, "must be greater than 0"));
         }
     }
+    super::limits::validate(&config.limits, &config.listener)?;
     if config.server.host.trim().is_empty() {
         return Err(ConfigError::invalid("server.host", "must not be empty"));
     }
@@ -82,6 +83,9 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
         .cluster
         .validate()
         .map_err(|(path, message)| ConfigError::invalid(path, message))?;
+    if !config.admin.api_key.is_empty() {
+        check_admin_key_strength("admin.api_key", config.admin.api_key.expose())?;
+    }
     for (i, key) in config.admin.keys.iter().enumerate() {
         if key.name.is_empty() || key.name.len() > 64 {
             return Err(ConfigError::invalid(
@@ -89,12 +93,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
                 "must be 1-64 characters",
             ));
         }
-        if key.key.len() < 16 {
-            return Err(ConfigError::invalid(
-                format!("admin.keys[{i}].key"),
-                "must be at least 16 characters",
-            ));
-        }
+        check_admin_key_strength(&format!("admin.keys[{i}].key"), key.key.expose())?;
         // One key, one principal: otherwise its holder's name and role would be ambiguous.
         if let Some(j) = config.admin.keys[..i].iter().position(|k| k.key == key.key) {
             return Err(ConfigError::invalid(
@@ -114,6 +113,20 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
                 format!("duplicate worker name `{}`", worker.name),
             ));
         }
+    }
+    Ok(())
+}
+
+/// An admin key must not be guessable: at least `MIN_SECRET_LEN` characters.
+pub(crate) fn check_admin_key_strength(field: &str, key: &str) -> Result<(), ConfigError> {
+    if key.len() < crate::cluster::MIN_SECRET_LEN {
+        return Err(ConfigError::invalid(
+            field,
+            format!(
+                "must be at least {} characters",
+                crate::cluster::MIN_SECRET_LEN
+            ),
+        ));
     }
     Ok(())
 }

@@ -47,7 +47,23 @@ pub async fn models(State(state): State<SharedState>) -> Json<serde_json::Value>
     Json(json!({"object": "list", "data": data}))
 }
 
-pub async fn metrics(State(state): State<SharedState>) -> Response {
+/// The Prometheus text. It names tenants, so `listener.metrics_token`, when set, must come as
+/// `Authorization: Bearer <token>`.
+pub async fn metrics(State(state): State<SharedState>, headers: http::HeaderMap) -> Response {
+    let token = state.config().listener.metrics_token.clone();
+    if !token.is_empty() {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !super::admin::constant_time_eq(presented.as_bytes(), token.expose().as_bytes()) {
+            return crate::error::ApiError::unauthorized(
+                "/metrics needs `Authorization: Bearer <listener.metrics_token>`",
+            )
+            .into_response();
+        }
+    }
     let text = state
         .metrics
         .render(state.registry.directory(), &state.policy.stats());

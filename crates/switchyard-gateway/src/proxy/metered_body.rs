@@ -113,10 +113,7 @@ impl MeteredBody {
                 if failed {
                     permit.mark_failed();
                 }
-                let actual = self
-                    .usage
-                    .total_tokens()
-                    .unwrap_or_else(|| permit.estimated_tokens());
+                let actual = self.usage.settled_tokens(permit.estimated_tokens());
                 tokens = Some(actual);
                 permit.settle(actual);
             }
@@ -225,9 +222,13 @@ impl Body for MeteredBody {
 impl Drop for MeteredBody {
     fn drop(&mut self) {
         if let Some(meter) = &mut self.meter {
+            // A client that leaves mid-stream pays at least for what it was sent.
+            let tokens = meter.permit.take().map_or(0, |permit| {
+                let tokens = self.usage.settled_tokens(permit.estimated_tokens());
+                permit.settle(tokens);
+                tokens
+            });
             if let Some(hook) = meter.on_finish.take() {
-                // The permit books its estimate when it drops with the meter.
-                let tokens = meter.permit.as_ref().map_or(0, |p| p.estimated_tokens());
                 (hook.callback)(Finished {
                     status: meter.status,
                     tokens,

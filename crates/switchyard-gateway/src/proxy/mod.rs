@@ -2,6 +2,7 @@
 //! read body → parse → (select worker → forward, retried on another worker) → meter the
 //! streamed response. Later stages (admission, prefilters) slot in as their own modules.
 
+pub mod body_budget;
 mod body_limit;
 pub mod finish;
 pub(crate) mod forward;
@@ -10,6 +11,7 @@ mod retry;
 pub mod retry_budget;
 pub mod select;
 mod usage;
+mod usage_stream;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -83,9 +85,24 @@ async fn serve(
         .resolve(ctx.client_headers)
         .map_err(ApiError::refused)?;
     tracing::Span::current().record("caller", &*tags.caller);
-    let limit = ctx.state.config().server.max_body_bytes;
-    let bytes = body_limit::read(ctx.client_headers, body, limit).await?;
+    let (limit, deadline) = {
+        let config = ctx.state.config();
+        (
+            config.server.max_body_bytes,
+            config.listener.body_read_timeout(),
+        )
+    };
+    // Held until the response headers are out: the body waits for admission inside it.
+    let (bytes, _held_body) = body_limit::read(
+        ctx.client_headers,
+        body,
+        limit,
+        &ctx.state.pending_bodies,
+        deadline,
+    )
+    .await?;
     let parsed = openai::parse(ctx.route, &bytes)?;
+    parsed.check_max_tokens(ctx.state.config().limits.max_output_tokens)?;
     // Degradation verdict, downgrade chain, cache fallback, lazy warmup (issue 7).
     let planned = match crate::warmup::front::plan(ctx, tags, parsed, bytes).await? {
         crate::warmup::front::Plan::Answer(response) => return Ok(response),
@@ -116,10 +133,22 @@ pub(crate) async fn dispatch(
         .admit(tags, estimate)
         .await
         .map_err(ApiError::refused)?;
+    // A stream is billed by the usage its worker reports, so the worker is always asked for
+    // it; a client that did not ask does not see it.
+    let hide_usage = parsed.stream && !parsed.include_usage;
+    let bytes = match hide_usage.then(|| usage_stream::ask_for_usage(&bytes)) {
+        Some(Some(asked)) => asked,
+        _ => bytes,
+    };
     match retry::send_with_retries(ctx, parsed, bytes, tags).await {
-        Ok(upstream) => Ok(forward::respond(
-            ctx, upstream, in_flight, permit, on_finish,
-        )),
+        Ok(upstream) => {
+            let response = forward::respond(ctx, upstream, in_flight, permit, on_finish);
+            Ok(if hide_usage {
+                usage_stream::strip_usage_chunk(response)
+            } else {
+                response
+            })
+        }
         Err(error) => {
             if error.status.is_server_error() {
                 permit.mark_failed();

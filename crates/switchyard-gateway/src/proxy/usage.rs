@@ -1,20 +1,86 @@
 //! Finds the token usage a worker reports at the end of its response, without buffering the
 //! response: only a bounded tail of the bytes is kept, and `usage` comes last in both the
 //! non-streaming JSON body and the final SSE chunk of a stream with `include_usage`.
+//! It also counts the stream's SSE events, a floor on the tokens generated that holds even
+//! when the worker reports nothing or too little.
 
 const KEEP: usize = 4096;
 
-#[derive(Debug, Default)]
+/// Reported usage is believed up to this multiple of the reservation plus
+/// [`CEILING_SLACK`]: a worker reporting absurd numbers cannot bill a caller without bound.
+const CEILING_FACTOR: u64 = 4;
+const CEILING_SLACK: u64 = 1 << 20;
+
+/// SSE events of a stream that carry no generated token: the role-only first chunk, the
+/// usage chunk and `[DONE]`.
+const EVENTS_WITHOUT_TOKENS: u64 = 3;
+
+const DATA_FIELD: &[u8] = b"data:";
+
+#[derive(Debug)]
 pub struct UsageSniffer {
     tail: Vec<u8>,
+    /// `data:` lines seen so far.
+    data_events: u64,
+    /// Bytes of `data:` matched at the start of the current line; `None` once the line
+    /// cannot start with it.
+    matching: Option<usize>,
+}
+
+impl Default for UsageSniffer {
+    fn default() -> Self {
+        Self {
+            tail: Vec::new(),
+            data_events: 0,
+            matching: Some(0),
+        }
+    }
 }
 
 impl UsageSniffer {
     pub fn observe(&mut self, bytes: &[u8]) {
+        self.count_data_lines(bytes);
         self.tail.extend_from_slice(bytes);
         if self.tail.len() > 2 * KEEP {
             let cut = self.tail.len() - KEEP;
             self.tail.drain(..cut);
+        }
+    }
+
+    /// Counts lines starting with `data:`, across frame boundaries. A newline inside JSON
+    /// text is escaped, so a raw newline only ever ends an SSE line.
+    fn count_data_lines(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if byte == b'\n' {
+                self.matching = Some(0);
+                continue;
+            }
+            self.matching = match self.matching {
+                Some(n) if n < DATA_FIELD.len() && DATA_FIELD[n] == byte => {
+                    if n + 1 == DATA_FIELD.len() {
+                        self.data_events = self.data_events.saturating_add(1);
+                    }
+                    Some(n + 1)
+                }
+                _ => None,
+            };
+        }
+    }
+
+    /// The tokens to settle a request with: the reported usage capped at a sanity ceiling
+    /// derived from the reservation, never below the tokens the stream visibly carried; with
+    /// no report, the larger of the reservation and that floor.
+    pub fn settled_tokens(&self, estimate: u64) -> u64 {
+        let floor = self.data_events.saturating_sub(EVENTS_WITHOUT_TOKENS);
+        match self.total_tokens() {
+            Some(reported) => reported
+                .min(
+                    estimate
+                        .saturating_mul(CEILING_FACTOR)
+                        .saturating_add(CEILING_SLACK),
+                )
+                .max(floor),
+            None => estimate.max(floor),
         }
     }
 
@@ -30,7 +96,7 @@ impl UsageSniffer {
         let rest = &self.tail[at..];
         let prompt = number_after(rest, b"\"prompt_tokens\"")?;
         let completion = number_after(rest, b"\"completion_tokens\"").unwrap_or(0);
-        Some(prompt + completion)
+        Some(prompt.saturating_add(completion))
     }
 }
 
@@ -78,9 +144,95 @@ mod tests {
     }
 
     #[test]
+    fn absurd_usage_is_capped_and_cannot_overflow() {
+        let mut sniffer = UsageSniffer::default();
+        sniffer.observe(
+            format!(
+                "{{\"usage\":{{\"prompt_tokens\":{max},\"completion_tokens\":{max}}}}}",
+                max = u64::MAX
+            )
+            .as_bytes(),
+        );
+        assert_eq!(sniffer.total_tokens(), Some(u64::MAX));
+        assert_eq!(sniffer.settled_tokens(100), 400 + CEILING_SLACK);
+    }
+
+    #[test]
+    fn a_stream_without_usage_is_billed_at_least_its_events() {
+        let mut sniffer = UsageSniffer::default();
+        sniffer.observe(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n");
+        for i in 0..1500 {
+            // Split mid-field so the count must carry across frames.
+            let event =
+                format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"data: {i}\"}}}}]}}\n\n");
+            let (a, b) = event.split_at(3);
+            sniffer.observe(a.as_bytes());
+            sniffer.observe(b.as_bytes());
+        }
+        sniffer.observe(b"data: [DONE]\n\n");
+        assert_eq!(sniffer.total_tokens(), None);
+        assert_eq!(sniffer.settled_tokens(263), 1500 - 1);
+        assert_eq!(sniffer.settled_tokens(5000), 5000);
+        // A worker under-reporting is billed the visible floor.
+        sniffer.observe(
+            b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n",
+        );
+        assert_eq!(sniffer.settled_tokens(263), 1500 - 1 + 1);
+    }
+
+    #[test]
     fn no_usage_means_none() {
         let mut sniffer = UsageSniffer::default();
         sniffer.observe(b"data: {\"choices\":[]}\n\n");
         assert_eq!(sniffer.total_tokens(), None);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            #[test]
+            fn any_bytes_keep_the_tail_bounded_and_settle_within_bounds(
+                frames in proptest::collection::vec(
+                    proptest::collection::vec(any::<u8>(), 0..3000), 0..8),
+                estimate in any::<u64>(),
+            ) {
+                let mut sniffer = UsageSniffer::default();
+                for frame in &frames {
+                    sniffer.observe(frame);
+                    prop_assert!(sniffer.tail.len() <= 2 * KEEP);
+                }
+                let settled = sniffer.settled_tokens(estimate);
+                let ceiling = estimate.saturating_mul(CEILING_FACTOR).saturating_add(CEILING_SLACK);
+                let floor = sniffer.data_events.saturating_sub(EVENTS_WITHOUT_TOKENS);
+                prop_assert!(settled >= floor);
+                match sniffer.total_tokens() {
+                    None => prop_assert!(settled >= estimate),
+                    Some(_) => prop_assert!(settled <= ceiling.max(floor)),
+                }
+            }
+
+            #[test]
+            fn reported_usage_is_found_however_the_frames_split(
+                prompt in any::<u32>(),
+                completion in any::<u32>(),
+                cut in 0usize..120,
+            ) {
+                let body = format!(
+                    "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion}}}}}\n\ndata: [DONE]\n\n"
+                );
+                let cut = cut.min(body.len());
+                let mut sniffer = UsageSniffer::default();
+                sniffer.observe(&body.as_bytes()[..cut]);
+                sniffer.observe(&body.as_bytes()[cut..]);
+                prop_assert_eq!(
+                    sniffer.total_tokens(),
+                    Some(u64::from(prompt) + u64::from(completion))
+                );
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 use serde::Serialize;
 use serde_json::Value;
+use switchyard_core::with_secrets_exposed;
 
 use crate::config::{Config, ConfigError};
 
@@ -12,13 +13,30 @@ pub struct Change {
 }
 
 /// Every leaf that differs between two configs, as dotted paths (arrays compare whole).
+/// A changed secret is found (its text is compared) but recorded as `<redacted>`: the old
+/// and new values come from the configs' ordinary, redacting serialisation.
 pub fn diff_configs(old: &Config, new: &Config) -> Vec<Change> {
+    let exposed = with_secrets_exposed(|| (serde_json::to_value(old), serde_json::to_value(new)));
+    let (Ok(old_exposed), Ok(new_exposed)) = exposed else {
+        return Vec::new();
+    };
     let (Ok(old), Ok(new)) = (serde_json::to_value(old), serde_json::to_value(new)) else {
         return Vec::new();
     };
     let mut changes = Vec::new();
-    diff_values("", &old, &new, &mut changes);
+    diff_values("", &old_exposed, &new_exposed, &mut changes);
+    for change in &mut changes {
+        change.old = value_at(&old, &change.path);
+        change.new = value_at(&new, &change.path);
+    }
     changes
+}
+
+fn value_at(tree: &Value, path: &str) -> Value {
+    path.split('.')
+        .try_fold(tree, |node, key| node.get(key))
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<Change>) {
@@ -54,8 +72,9 @@ fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<Change>) {
 /// Returns `config` with the field at dotted `path` set to `value`; the result is parsed
 /// and type-checked as a whole, so a wrong type is reported with its path.
 pub fn set_path(config: &Config, path: &str, value: Value) -> Result<Config, ConfigError> {
-    let mut tree =
-        serde_json::to_value(config).map_err(|e| ConfigError::invalid(path, e.to_string()))?;
+    // Secrets round-trip as their text: the edited config keeps them.
+    let mut tree = with_secrets_exposed(|| serde_json::to_value(config))
+        .map_err(|e| ConfigError::invalid(path, e.to_string()))?;
     let mut node = &mut tree;
     let parts: Vec<&str> = path.split('.').collect();
     for (i, part) in parts.iter().enumerate() {
@@ -107,5 +126,22 @@ mod tests {
         assert!(unknown.to_string().contains("retry.max_retires"));
         let wrong = set_path(&config, "retry.max_retries", serde_json::json!("x")).unwrap_err();
         assert!(wrong.to_string().contains("retry.max_retries"), "{wrong}");
+    }
+
+    #[test]
+    fn secrets_survive_an_edit_and_their_changes_are_listed_but_redacted() {
+        let mut config = Config::default();
+        config.admin.api_key = "admin-key-0123456789".into();
+        config.cluster.secret = "cluster-secret-0123456789".into();
+        let next = set_path(&config, "retry.max_retries", serde_json::json!(1)).unwrap();
+        assert_eq!(next.admin.api_key.expose(), "admin-key-0123456789");
+        assert_eq!(next.cluster.secret.expose(), "cluster-secret-0123456789");
+        let mut rotated = config.clone();
+        rotated.cluster.secret = "cluster-secret-rotated-0001".into();
+        let changes = diff_configs(&config, &rotated);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].path, "cluster.secret");
+        let text = serde_json::to_string(&changes).unwrap();
+        assert!(!text.contains("cluster-secret"), "{text}");
     }
 }

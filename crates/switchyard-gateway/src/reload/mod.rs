@@ -29,6 +29,7 @@ const RESTART_ONLY: &[&str] = &[
     "admin.",
     "workers",
     "degradation.cache.",
+    "listener.",
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -83,7 +83,7 @@ pub(crate) async fn plan(
         .with_label_values(&[verdict_label(verdict)])
         .inc();
     let alias = parsed.model.clone();
-    let mut request = RequestText::new(ctx.route, bytes.clone());
+    let mut request = RequestText::new(ctx.route, bytes.clone()).for_caller(&tags.caller);
     match verdict {
         Verdict::Fallback => {
             record(runtime, &DowngradeStep::FriendlyError);

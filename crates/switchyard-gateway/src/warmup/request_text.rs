@@ -11,6 +11,8 @@ use crate::openai::Route;
 
 pub(crate) struct RequestText {
     route: Route,
+    /// Whose request it is: cache keys are scoped to the caller.
+    caller: String,
     body: Bytes,
     value: Option<Option<Value>>,
     text: Option<String>,
@@ -20,10 +22,17 @@ impl RequestText {
     pub(crate) fn new(route: Route, body: Bytes) -> Self {
         Self {
             route,
+            caller: String::new(),
             body,
             value: None,
             text: None,
         }
+    }
+
+    /// The same request, its cache keys scoped to `caller`.
+    pub(crate) fn for_caller(mut self, caller: &str) -> Self {
+        self.caller = caller.to_string();
+        self
     }
 
     /// The body as JSON (None if it is not an object: `openai::parse` accepted it, so this
@@ -51,12 +60,15 @@ impl RequestText {
         self.text.as_deref().unwrap_or_default()
     }
 
-    /// The response-cache key of this request under `alias`.
+    /// The response-cache key of this request under `alias`, scoped to the caller and to
+    /// the request's generation parameters.
     pub(crate) fn cache_key(&mut self, alias: &str) -> Option<CacheKey> {
-        match self.route {
-            Route::ChatCompletions => CacheKey::from_chat(alias, self.value()?),
-            Route::Completions => Some(CacheKey::from_prompt(alias, self.text())),
-        }
+        let key = match self.route {
+            Route::ChatCompletions => CacheKey::from_chat(alias, self.value()?)?,
+            Route::Completions => CacheKey::from_prompt(alias, self.text()),
+        };
+        let caller = self.caller.clone();
+        Some(key.scoped(&caller, self.value()?))
     }
 }
 
@@ -113,5 +125,31 @@ mod tests {
         let completion = br#"{"model":"m","prompt":["a","b"]}"#;
         let mut request = RequestText::new(Route::Completions, Bytes::from_static(completion));
         assert_eq!(request.text(), "a b");
+    }
+
+    #[test]
+    fn keys_differ_by_caller_and_by_generation_parameters() {
+        let key = |caller: &str, body: &'static [u8]| {
+            RequestText::new(Route::ChatCompletions, Bytes::from_static(body))
+                .for_caller(caller)
+                .cache_key("a")
+        };
+        let plain = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let streamed = br#"{"model":"m","stream":true,"user":"u1","messages":[{"role":"user","content":"hi"}]}"#;
+        let hot = br#"{"model":"m","temperature":1.5,"messages":[{"role":"user","content":"hi"}]}"#;
+        let tools = br#"{"model":"m","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"hi"}]}"#;
+        assert_eq!(key("team-a", plain), key("team-a", streamed));
+        assert_ne!(key("team-a", plain), key("team-b", plain));
+        assert_ne!(key("team-a", plain), key("team-a", hot));
+        assert_ne!(key("team-a", plain), key("team-a", tools));
+        let completion = |caller: &str| {
+            RequestText::new(
+                Route::Completions,
+                Bytes::from_static(br#"{"model":"m","prompt":"x"}"#),
+            )
+            .for_caller(caller)
+            .cache_key("a")
+        };
+        assert_ne!(completion("team-a"), completion("team-b"));
     }
 }

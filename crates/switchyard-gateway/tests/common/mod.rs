@@ -14,7 +14,7 @@ use switchyard_sim::{SimConfig, SimWorker};
 use switchyard_workers::{HttpClient, HttpClientConfig, WorkerSpec, build_http_client};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-pub const ADMIN_KEY: &str = "test-admin-key";
+pub const ADMIN_KEY: &str = "test-admin-key-000001";
 
 pub fn client() -> HttpClient {
     build_http_client(&HttpClientConfig::default())

@@ -83,7 +83,7 @@ async fn main() -> ExitCode {
         return usage();
     };
     let mut config = LedgerConfig::new(args.node_id, args.raft_addr, args.data_dir);
-    config.cluster_secret = args.secret;
+    config.cluster_secret = args.secret.into();
     if args.fast {
         config = config.for_tests();
     }

@@ -53,7 +53,7 @@ async fn guard(
         .get(SECRET_HEADER)
         .map(|v| v.as_bytes())
         .unwrap_or_default();
-    if !same_secret(secret, core.config.cluster_secret.as_bytes()) {
+    if !same_secret(secret, core.config.cluster_secret.expose().as_bytes()) {
         return (StatusCode::UNAUTHORIZED, "bad cluster secret").into_response();
     }
     let from = headers

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -12,6 +12,9 @@ use std::time::Duration;
 
 use super::{FROM_HEADER, FaultSwitch, SECRET_HEADER};
 use crate::command::NodeId;
+
+/// Largest answer read from a peer (snapshots travel in chunks well below it).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -82,8 +85,8 @@ impl HttpTransport {
                 .await
                 .map_err(|e| TransportError::Connect(e.to_string()))?;
             let status = response.status();
-            let bytes = response
-                .into_body()
+            // A peer's answer is read only up to a bound, like every body from the network.
+            let bytes = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
                 .collect()
                 .await
                 .map_err(|e| TransportError::Connect(e.to_string()))?

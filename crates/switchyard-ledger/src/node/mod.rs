@@ -103,7 +103,7 @@ impl LedgerNode {
         let faults = Arc::new(FaultSwitch::default());
         let transport = Arc::new(HttpTransport::new(
             config.node_id,
-            Arc::from(config.cluster_secret.as_str()),
+            Arc::from(config.cluster_secret.expose()),
             faults.clone(),
             config.rpc_timeout,
         ));

@@ -18,6 +18,16 @@ use crate::config::ResponseCacheConfig;
 
 const SHARDS: usize = 16;
 
+/// Request fields already in the key (prompt, model) or that do not change the answer.
+const UNSCOPED_FIELDS: [&str; 6] = [
+    "messages",
+    "prompt",
+    "model",
+    "stream",
+    "stream_options",
+    "user",
+];
+
 /// The normalised request: alias plus each message's role and whitespace-collapsed text,
 /// so formatting differences do not split one question into several entries.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +49,25 @@ impl CacheKey {
 
     pub fn from_prompt(alias: &str, prompt: &str) -> Self {
         Self(format!("{alias}\u{1f}prompt\u{1e}{}", collapse(prompt)))
+    }
+
+    /// The same key scoped to one caller and to the request's generation parameters (every
+    /// top-level field of `body` but the prompt, the model and the streaming flags: sampling,
+    /// tools, response format, stop sequences…), so no caller is served another's answer and
+    /// requests that would generate differently never share one.
+    pub fn scoped(self, caller: &str, body: &Value) -> Self {
+        let params: serde_json::Map<String, Value> = body
+            .as_object()
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter(|(name, _)| !UNSCOPED_FIELDS.contains(&name.as_str()))
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let params = stable_hash(Value::Object(params).to_string().as_bytes());
+        Self(format!("{caller}\u{1d}{params:016x}\u{1d}{}", self.0))
     }
 
     fn shard(&self) -> usize {

@@ -1,0 +1,101 @@
+//! Limits that keep untrusted clients from exhausting the gateway or its billing: what a
+//! request may ask for (`[limits]`, live) and how the client listener treats slow or
+//! numerous connections (`[listener]`, restart-only).
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use switchyard_core::Secret;
+
+use super::ConfigError;
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest `max_tokens` / `max_completion_tokens` a request may ask for; more is a 400.
+    /// Keep it at or below the smallest context length of the models served.
+    pub max_output_tokens: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_output_tokens: 131_072,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenerConfig {
+    /// A connection must deliver a complete request head within this long, or it is closed.
+    /// The same timer runs while a keep-alive connection waits for its next request, so it
+    /// is also the idle keep-alive timeout.
+    pub header_read_timeout_ms: u64,
+    /// A request body must arrive whole within this long (from the end of its head); past it
+    /// the request is refused with 408.
+    pub body_read_timeout_ms: u64,
+    /// Client connections served at once; further ones wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// Request bodies being read and held before admission, summed over all requests; a
+    /// request that would push the sum past it is refused with 503 and `Retry-After`.
+    pub max_pending_body_bytes: u64,
+    /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (it names tenants).
+    /// At least 16 characters. Never serialised out.
+    pub metrics_token: Secret,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            max_connections: 4096,
+            max_pending_body_bytes: 256 * 1024 * 1024,
+            metrics_token: Secret::default(),
+        }
+    }
+}
+
+impl ListenerConfig {
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
+    }
+
+    pub fn body_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_read_timeout_ms)
+    }
+}
+
+pub(super) fn validate(
+    limits: &LimitsConfig,
+    listener: &ListenerConfig,
+) -> Result<(), ConfigError> {
+    let positive = [
+        ("limits.max_output_tokens", limits.max_output_tokens),
+        (
+            "listener.header_read_timeout_ms",
+            listener.header_read_timeout_ms,
+        ),
+        (
+            "listener.body_read_timeout_ms",
+            listener.body_read_timeout_ms,
+        ),
+        ("listener.max_connections", listener.max_connections as u64),
+        (
+            "listener.max_pending_body_bytes",
+            listener.max_pending_body_bytes,
+        ),
+    ];
+    for (path, value) in positive {
+        if value == 0 {
+            return Err(ConfigError::invalid(path, "must be greater than 0"));
+        }
+    }
+    if !listener.metrics_token.is_empty() {
+        super::validate::check_admin_key_strength(
+            "listener.metrics_token",
+            listener.metrics_token.expose(),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! The client listener: every connection is served by hyper's HTTP/1 server with a timer, so
+//! a request head (and, between requests, the next one on a kept-alive connection) must
+//! arrive within `listener.header_read_timeout_ms` or the connection is closed; at most
+//! `listener.max_connections` are served at once (further ones wait in the accept queue).
+//! A shutdown stops accepting and lets open connections finish their responses.
+
+use axum::Router;
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus::{IntCounter, IntGauge, Registry};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tower::ServiceExt;
+use tracing::{debug, warn};
+
+use crate::config::ListenerConfig;
+
+/// How long to back off when `accept` fails (file descriptors exhausted, say).
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Connection counters of the client listener.
+#[derive(Clone)]
+pub struct ListenerMetrics {
+    open: IntGauge,
+    accepted: IntCounter,
+    closed_by_timeout: IntCounter,
+}
+
+impl ListenerMetrics {
+    pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let open = IntGauge::new(
+            "switchyard_client_connections",
+            "Client connections being served now.",
+        )?;
+        let accepted = IntCounter::new(
+            "switchyard_client_connections_accepted_total",
+            "Client connections accepted.",
+        )?;
+        let closed_by_timeout = IntCounter::new(
+            "switchyard_client_connections_header_timeouts_total",
+            "Client connections closed because a request head did not arrive in time.",
+        )?;
+        registry.register(Box::new(open.clone()))?;
+        registry.register(Box::new(accepted.clone()))?;
+        registry.register(Box::new(closed_by_timeout.clone()))?;
+        Ok(Self {
+            open,
+            accepted,
+            closed_by_timeout,
+        })
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then waits for the open
+/// connections to finish their in-flight responses.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    config: &ListenerConfig,
+    metrics: ListenerMetrics,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let slots = Arc::new(Semaphore::new(
+        config.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
+    let header_timeout = config.header_read_timeout();
+    let (closing, close_signal) = watch::channel(false);
+    let (alive, mut all_done) = mpsc::channel::<()>(1);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) => {
+                    warn!(%error, "accept failed");
+                    tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        metrics.accepted.inc();
+        let app = app.clone();
+        let metrics = metrics.clone();
+        let mut close_signal = close_signal.clone();
+        let alive = alive.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let _alive = alive;
+            metrics.open.inc();
+            let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+                app.clone().oneshot(request.map(Body::new))
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let outcome = tokio::select! {
+                outcome = connection.as_mut() => outcome,
+                _ = close_signal.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.as_mut().await
+                }
+            };
+            if let Err(error) = outcome {
+                if error.is_timeout() {
+                    metrics.closed_by_timeout.inc();
+                }
+                debug!(%error, "client connection ended with an error");
+            }
+            metrics.open.dec();
+        });
+    }
+    let _ = closing.send(true);
+    drop(alive);
+    // Every connection task holds a sender: `None` once the last one has finished.
+    let _ = all_done.recv().await;
+}
