@@ -13,8 +13,8 @@ thread_local! {
     static EXPOSED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A secret string. An empty one serialises as `""` (so "not set" stays visible); any other as
-/// [`REDACTED`], except inside [`with_secrets_exposed`].
+/// A secret string. It serialises as [`REDACTED`], set or not (an unset one may be set
+/// elsewhere, by an environment variable), except inside [`with_secrets_exposed`].
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(String);
 
@@ -62,7 +62,7 @@ impl fmt::Debug for Secret {
 
 impl Serialize for Secret {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.0.is_empty() || EXPOSED.with(Cell::get) {
+        if EXPOSED.with(Cell::get) {
             serializer.serialize_str(&self.0)
         } else {
             serializer.serialize_str(REDACTED)
@@ -107,7 +107,7 @@ mod tests {
             unset: Secret::default(),
         };
         let json = serde_json::to_string(&holder).unwrap();
-        assert_eq!(json, r#"{"key":"<redacted>","unset":""}"#);
+        assert_eq!(json, r#"{"key":"<redacted>","unset":"<redacted>"}"#);
         let debug = format!("{holder:?}");
         assert!(!debug.contains("sk-very"), "{debug}");
         let exposed = with_secrets_exposed(|| serde_json::to_string(&holder).unwrap());

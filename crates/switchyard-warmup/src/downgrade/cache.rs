@@ -18,14 +18,17 @@ use crate::config::ResponseCacheConfig;
 
 const SHARDS: usize = 16;
 
-/// Request fields already in the key (prompt, model) or that do not change the answer.
-const UNSCOPED_FIELDS: [&str; 6] = [
+/// Request fields already in the key (prompt, model), that do not change the answer, or
+/// that only bound its length (a cached answer is a fallback; its length is disclosed).
+const UNSCOPED_FIELDS: [&str; 8] = [
     "messages",
     "prompt",
     "model",
     "stream",
     "stream_options",
     "user",
+    "max_tokens",
+    "max_completion_tokens",
 ];
 
 /// The normalised request: alias plus each message's role and whitespace-collapsed text,
@@ -52,8 +55,8 @@ impl CacheKey {
     }
 
     /// The same key scoped to one caller and to the request's generation parameters (every
-    /// top-level field of `body` but the prompt, the model and the streaming flags: sampling,
-    /// tools, response format, stop sequences…), so no caller is served another's answer and
+    /// top-level field of `body` but the prompt, the model, the streaming flags and the length
+    /// limits: sampling, tools, response format, stop sequences…), so no caller is served another's answer and
     /// requests that would generate differently never share one.
     pub fn scoped(self, caller: &str, body: &Value) -> Self {
         let params: serde_json::Map<String, Value> = body
