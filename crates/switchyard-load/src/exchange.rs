@@ -217,7 +217,11 @@ async fn read_stream(mut body: Incoming, started: Instant) -> Result<Completion,
     if finished {
         drain_ready_frames(&mut body).await;
     } else if let Some(event) = parser.finish() {
-        apply_event(&event.data, started, &mut completion)?;
+        finished = apply_event(&event.data, started, &mut completion)?;
+    }
+    // A stream that ended without `[DONE]` never gave its client a whole answer.
+    if !finished {
+        return Err(Failure::new("stream_incomplete"));
     }
     completion.e2e = started.elapsed();
     Ok(completion)

@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::config::SimConfig;
-use crate::fault::FaultSwitch;
+use crate::fault::{Fault, FaultSwitch};
 use crate::kv_cache::PrefixCache;
 use crate::metrics::{LoadGauges, SimMetrics};
 use crate::scheduler::{Admission, Scheduler, Ticket};
@@ -153,8 +153,12 @@ impl Engine {
         )
     }
 
-    /// Per-token decode cost grows 10 % per extra running request.
+    /// Per-token decode cost grows 10 % per extra running request; a trickle fault sets
+    /// the pace instead.
     pub(crate) fn decode_duration(&self, running: usize) -> Duration {
+        if let Fault::Trickle { chunk_interval_ms } = self.faults.get() {
+            return Duration::from_millis(chunk_interval_ms);
+        }
         let contention = 1.0 + 0.1 * running.saturating_sub(1) as f64;
         self.scaled(self.config.decode_ms_per_token * contention)
     }

@@ -1,11 +1,12 @@
 //! Fault injection modes and the switch that holds the active one.
 
-use parking_lot::Mutex;
+use tokio::sync::watch;
 
 /// A fault applied to the inference endpoints and `/health`.
 ///
 /// JSON form: `{"mode":"ok"}`, `{"mode":"slow","factor":20}`, `{"mode":"error"}`,
-/// `{"mode":"hang"}`, `{"mode":"reset"}`.
+/// `{"mode":"hang"}`, `{"mode":"reset"}`, `{"mode":"engine_hang"}`,
+/// `{"mode":"stall","after_chunks":3}`, `{"mode":"trickle","chunk_interval_ms":500}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
 pub enum Fault {
@@ -19,10 +20,25 @@ pub enum Fault {
     },
     /// Answer 500 with an OpenAI error body.
     Error,
-    /// Accept the request and never answer until the client goes away.
+    /// Accept the request and never answer until the client goes away (`/health` too).
     Hang,
     /// Drop the TCP connection without any response.
     Reset,
+    /// The engine is stuck while the HTTP server is fine: `/health` and discovery answer
+    /// 200, inference requests are accepted and never get a byte (no headers, no tokens),
+    /// and requests already generating stop where they are. Clearing the fault resumes them.
+    EngineHang,
+    /// Streams send `after_chunks` token chunks, then nothing more while the fault is set
+    /// (the connection stays open); non-streaming answers never come.
+    Stall {
+        /// Token chunks each stream sends before it stalls.
+        after_chunks: u32,
+    },
+    /// Every output token after the first takes `chunk_interval_ms` (a slow trickle).
+    Trickle {
+        /// Pause before each token after the first, in milliseconds (positive).
+        chunk_interval_ms: u64,
+    },
 }
 
 impl Fault {
@@ -30,6 +46,7 @@ impl Fault {
     pub fn is_valid(&self) -> bool {
         match self {
             Fault::Slow { factor } => factor.is_finite() && *factor > 0.0,
+            Fault::Trickle { chunk_interval_ms } => *chunk_interval_ms > 0,
             _ => true,
         }
     }
@@ -41,21 +58,48 @@ impl Fault {
             _ => 1.0,
         }
     }
+
+    /// Whether a request that already sent `chunks_sent` token chunks must stop here.
+    pub(crate) fn stalls_after(&self, chunks_sent: usize) -> bool {
+        match self {
+            Fault::EngineHang => true,
+            Fault::Stall { after_chunks } => chunks_sent >= *after_chunks as usize,
+            _ => false,
+        }
+    }
 }
 
-/// Shared holder of the active fault; reads are a copy under a tiny lock.
-#[derive(Debug, Default)]
+/// Shared holder of the active fault; reads are a copy, and waiters are woken on change.
+#[derive(Debug)]
 pub(crate) struct FaultSwitch {
-    current: Mutex<Fault>,
+    current: watch::Sender<Fault>,
+}
+
+impl Default for FaultSwitch {
+    fn default() -> Self {
+        Self {
+            current: watch::Sender::new(Fault::Ok),
+        }
+    }
 }
 
 impl FaultSwitch {
     pub(crate) fn get(&self) -> Fault {
-        *self.current.lock()
+        *self.current.borrow()
     }
 
     pub(crate) fn set(&self, fault: Fault) {
-        *self.current.lock() = fault;
+        self.current.send_replace(fault);
+    }
+
+    /// Returns once the active fault no longer stalls a request that sent `chunks_sent`
+    /// chunks (at once when it does not). Dropping the future is always fine.
+    pub(crate) async fn wait_while_stalled(&self, chunks_sent: usize) {
+        let mut changes = self.current.subscribe();
+        // The sender lives as long as the engine, which outlives every request.
+        let _ = changes
+            .wait_for(|fault| !fault.stalls_after(chunks_sent))
+            .await;
     }
 }
 
@@ -65,9 +109,15 @@ pub(crate) fn path_is_fault_exempt(path: &str) -> bool {
     path == "/metrics" || path.starts_with("/admin/") || path == "/admin"
 }
 
+/// Paths that run the engine; only these are held by an engine hang.
+pub(crate) fn path_is_inference(path: &str) -> bool {
+    path == "/v1/chat/completions" || path == "/v1/completions"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn json_shape_round_trips() {
@@ -81,16 +131,64 @@ mod tests {
             serde_json::json!({"mode": "reset"})
         );
         assert!(serde_json::from_str::<Fault>(r#"{"mode":"melt"}"#).is_err());
+        let stall: Fault = serde_json::from_str(r#"{"mode":"stall","after_chunks":3}"#).unwrap();
+        assert_eq!(stall, Fault::Stall { after_chunks: 3 });
+        let trickle: Fault =
+            serde_json::from_str(r#"{"mode":"trickle","chunk_interval_ms":500}"#).unwrap();
+        assert_eq!(
+            trickle,
+            Fault::Trickle {
+                chunk_interval_ms: 500
+            }
+        );
+        assert_eq!(
+            serde_json::to_value(Fault::EngineHang).unwrap(),
+            serde_json::json!({"mode": "engine_hang"})
+        );
     }
 
     #[test]
     fn validity_and_exempt_paths() {
         assert!(!Fault::Slow { factor: 0.0 }.is_valid());
         assert!(!Fault::Slow { factor: f64::NAN }.is_valid());
+        assert!(
+            !Fault::Trickle {
+                chunk_interval_ms: 0
+            }
+            .is_valid()
+        );
         assert!(Fault::Hang.is_valid());
         assert!(path_is_fault_exempt("/metrics"));
         assert!(path_is_fault_exempt("/admin/fault"));
         assert!(!path_is_fault_exempt("/health"));
         assert!(!path_is_fault_exempt("/v1/chat/completions"));
+        assert!(path_is_inference("/v1/completions"));
+        assert!(!path_is_inference("/health"));
+    }
+
+    #[test]
+    fn stall_points() {
+        let stall = Fault::Stall { after_chunks: 2 };
+        assert!(!stall.stalls_after(1));
+        assert!(stall.stalls_after(2));
+        assert!(Fault::EngineHang.stalls_after(0));
+        assert!(!Fault::Ok.stalls_after(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_waiter_resumes_when_the_fault_is_cleared() {
+        let switch = std::sync::Arc::new(FaultSwitch::default());
+        switch.set(Fault::EngineHang);
+        let waiter = {
+            let switch = std::sync::Arc::clone(&switch);
+            tokio::spawn(async move { switch.wait_while_stalled(0).await })
+        };
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!waiter.is_finished(), "held while the engine hangs");
+        switch.set(Fault::Ok);
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .unwrap()
+            .unwrap();
     }
 }

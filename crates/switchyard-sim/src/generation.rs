@@ -89,6 +89,10 @@ impl Generation {
     /// The next token or the final usage; `None` once finished. Cancel-safe in the
     /// sense that dropping `self` at any await point leaves the engine consistent.
     pub(crate) async fn next_event(&mut self) -> Option<GenEvent> {
+        if self.phase != Phase::Done {
+            // An engine hang or a stall fault holds the request here, slot and all.
+            self.engine.faults.wait_while_stalled(self.emitted).await;
+        }
         match self.phase {
             Phase::Queued => Some(self.prefill().await),
             Phase::Decoding if self.emitted < self.max_tokens => Some(self.decode().await),

@@ -15,6 +15,7 @@ pub struct HealthConfig {
     pub prober: ProberConfig,
     pub breaker: BreakerConfig,
     pub drain: DrainConfig,
+    pub hung: HungConfig,
 }
 
 /// Active health checks (seed 001: out after 3 consecutive failures, back after 5 successes).
@@ -152,6 +153,28 @@ impl Default for BreakerConfig {
     }
 }
 
+/// Hung-engine detection: a worker with requests in flight and no byte from any of them
+/// for `quiet_ms` (or twice its TTFT p90, if longer), while `/health` says 200, is taken
+/// out; the prober (`prober.*`) confirms it is back as for an overload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HungConfig {
+    pub active: bool,
+    pub quiet_ms: u64,
+    /// How often the silence is checked.
+    pub check_interval_ms: u64,
+}
+
+impl Default for HungConfig {
+    fn default() -> Self {
+        Self {
+            active: true,
+            quiet_ms: 1500,
+            check_interval_ms: 250,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DrainConfig {
@@ -282,6 +305,14 @@ impl HealthConfig {
         positive("breaker.half_open_permits", b.half_open_permits.into())?;
 
         positive("drain.timeout_ms", self.drain.timeout_ms)?;
+        positive("hung.quiet_ms", self.hung.quiet_ms)?;
+        positive("hung.check_interval_ms", self.hung.check_interval_ms)?;
+        if self.hung.check_interval_ms > self.hung.quiet_ms {
+            return Err(invalid(
+                "hung.check_interval_ms",
+                "must not exceed hung.quiet_ms",
+            ));
+        }
         Ok(())
     }
 }
@@ -372,6 +403,9 @@ mod tests {
         let mut c = HealthConfig::default();
         c.breaker.minimum_calls = 200;
         assert_eq!(c.validate().unwrap_err().field, "breaker.minimum_calls");
+        let mut c = HealthConfig::default();
+        c.hung.check_interval_ms = 5000;
+        assert_eq!(c.validate().unwrap_err().field, "hung.check_interval_ms");
         let mut c = HealthConfig::default();
         c.prober.interval_ms = 0;
         let err = c.validate().unwrap_err();

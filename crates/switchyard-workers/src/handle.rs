@@ -4,13 +4,14 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use switchyard_core::{Clock, WorkerId};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::breaker::BreakerParams;
 use crate::breaker_gate::BreakerGate;
 use crate::config::ConfigCell;
 use crate::latency::{LatencyFigures, ObservedLatency};
 use crate::metrics::{WorkerMetrics, WorkerSeries};
+use crate::progress::Progress;
 use crate::spec::WorkerSpec;
 use crate::status::WorkerFlags;
 
@@ -35,6 +36,11 @@ pub struct WorkerHandle {
     pub(crate) series: WorkerSeries,
     /// Woken when the last in-flight request of a draining worker ends.
     idle: Notify,
+    /// Silence while busy: the input of hung detection (`progress.rs`).
+    pub(crate) progress: Progress,
+    /// Bumped each time the worker is taken out of routing (unhealthy, circuit open,
+    /// overloaded, hung): requests waiting on it for a first byte leave at once.
+    pub(crate) filtered: watch::Sender<u64>,
 }
 
 /// What every handle of one registry shares.
@@ -65,6 +71,8 @@ impl WorkerHandle {
             latency: ArcSwapOption::empty(),
             series: WorkerSeries::new(Arc::clone(&ctx.metrics), &spec.name),
             idle: Notify::new(),
+            progress: Progress::new(Arc::clone(&ctx.clock)),
+            filtered: watch::Sender::new(0),
         })
     }
 
@@ -129,9 +137,12 @@ impl WorkerHandle {
     /// Counts a request as in flight until the guard drops (response finished, failed or
     /// abandoned by the client).
     pub fn start_request(self: &Arc<Self>) -> InFlightGuard {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if self.in_flight.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.progress.became_busy();
+        }
         InFlightGuard {
             worker: Arc::clone(self),
+            due_key: None,
         }
     }
 
@@ -156,7 +167,9 @@ impl WorkerHandle {
 /// Decrements the worker's in-flight count on drop.
 #[derive(Debug)]
 pub struct InFlightGuard {
-    worker: Arc<WorkerHandle>,
+    pub(crate) worker: Arc<WorkerHandle>,
+    /// Set when the request said when its bytes are due (hung detection, `progress.rs`).
+    pub(crate) due_key: Option<(u64, u64)>,
 }
 
 impl InFlightGuard {
@@ -168,6 +181,9 @@ impl InFlightGuard {
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         let worker = &self.worker;
+        if let Some(key) = self.due_key.take() {
+            worker.progress.forget(key);
+        }
         // SeqCst pairs with `start_drain` + `wait_idle`: either this drop sees `draining`, or
         // the waiter sees the decremented count.
         let before = worker.in_flight.fetch_sub(1, Ordering::SeqCst);

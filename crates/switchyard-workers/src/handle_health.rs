@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::breaker::{BreakerParams, BreakerState, Call, Transition};
@@ -15,7 +16,7 @@ use crate::status::{Routability, TransitionReason, WorkerStatus};
 
 impl WorkerHandle {
     /// Whether the prefilter may offer this worker to the routing policy, or the first reason
-    /// it may not (draining, unhealthy, circuit open, overloaded). Atomics only.
+    /// it may not (draining, unhealthy, circuit open, hung, overloaded). Atomics only.
     pub fn routability(&self) -> Routability {
         if self.is_draining() {
             Routability::Draining
@@ -23,6 +24,8 @@ impl WorkerHandle {
             Routability::Unhealthy
         } else if !self.breaker.would_admit() {
             Routability::CircuitOpen
+        } else if self.is_hung() {
+            Routability::Hung
         } else if self.is_overloaded() && self.config.latency_active() {
             Routability::Overloaded
         } else {
@@ -37,6 +40,23 @@ impl WorkerHandle {
     /// The latency overload mark as the judge left it (routability also checks `active`).
     pub fn is_overloaded(&self) -> bool {
         self.flags.overloaded.load(Ordering::Acquire)
+    }
+
+    /// Busy and silent for the hung window while healthy; cleared by the prober.
+    pub fn is_hung(&self) -> bool {
+        self.flags.hung.load(Ordering::Acquire)
+    }
+
+    /// Changes each time the worker is taken out of routing (unhealthy, circuit open,
+    /// overloaded, hung — not draining, whose requests may finish): a request still waiting
+    /// for its first byte here should leave for another worker at once.
+    pub fn subscribe_filtered(&self) -> watch::Receiver<u64> {
+        self.filtered.subscribe()
+    }
+
+    fn signal_filtered(&self) {
+        self.filtered
+            .send_modify(|epoch| *epoch = epoch.wrapping_add(1));
     }
 
     pub fn is_draining(&self) -> bool {
@@ -105,6 +125,7 @@ impl WorkerHandle {
             routability,
             healthy: self.is_healthy(),
             overloaded: self.is_overloaded(),
+            hung: self.is_hung(),
             draining: self.is_draining(),
             breaker: self.breaker_state(),
             in_flight: self.in_flight(),
@@ -121,7 +142,10 @@ impl WorkerHandle {
             Transition::Closed => (TransitionReason::CircuitClosed, BreakerState::Closed),
         };
         match transition {
-            Transition::Opened => warn!(worker = self.name(), "circuit breaker opened"),
+            Transition::Opened => {
+                warn!(worker = self.name(), "circuit breaker opened");
+                self.signal_filtered();
+            }
             _ => info!(
                 worker = self.name(),
                 state = state.as_str(),
@@ -154,6 +178,7 @@ impl WorkerHandle {
                 "worker unhealthy; out of the candidate set"
             );
             self.note(TransitionReason::Unhealthy);
+            self.signal_filtered();
         }
     }
 
@@ -170,6 +195,29 @@ impl WorkerHandle {
             "overload mark"
         );
         self.note(reason);
+        if overloaded && self.config.latency_active() {
+            self.signal_filtered();
+        }
+    }
+
+    /// Sets or clears the hung mark; returns whether it changed.
+    pub(crate) fn set_hung(&self, hung: bool) -> bool {
+        if self.flags.hung.swap(hung, Ordering::AcqRel) == hung {
+            return false;
+        }
+        self.series.set_state("hung", hung);
+        if hung {
+            warn!(
+                worker = self.name(),
+                "worker hung: busy and silent while healthy; out of the candidate set"
+            );
+            self.note(TransitionReason::Hung);
+            self.signal_filtered();
+        } else {
+            info!(worker = self.name(), "hung worker confirmed back by probes");
+            self.note(TransitionReason::HungRecovered);
+        }
+        true
     }
 
     /// Returns `false` if the worker was already draining.

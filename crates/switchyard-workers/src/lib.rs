@@ -23,6 +23,7 @@ mod http_client;
 mod judge;
 mod latency;
 mod metrics;
+mod progress;
 mod registry;
 mod spec;
 mod status;
@@ -31,7 +32,7 @@ mod worker;
 pub use breaker::BreakerState;
 pub use breaker_gate::CallOutcome;
 pub use config::{
-    BreakerConfig, DrainConfig, HealthCheckConfig, HealthConfig, HealthConfigError,
+    BreakerConfig, DrainConfig, HealthCheckConfig, HealthConfig, HealthConfigError, HungConfig,
     LatencyAwareConfig, ProberConfig,
 };
 pub use directory::WorkerDirectory;

@@ -20,6 +20,7 @@ pub(crate) const STATES: &[&str] = &[
     "overloaded",
     "draining",
     "circuit_open",
+    "hung",
 ];
 const BREAKER_STATES: &[&str] = &["closed", "open", "half_open"];
 const SOURCES: &[&str] = &["metrics", "gateway_observed"];
@@ -53,15 +54,22 @@ const BREAKER_OUTCOMES: [&str; 5] = ["success", "slow", "failure", "rejected", "
 pub(crate) enum FailoverReason {
     HealthCheck,
     CircuitOpen,
+    /// Measured from the worker's last byte to the hung mark.
+    Hung,
 }
 
 impl FailoverReason {
-    const ALL: [FailoverReason; 2] = [FailoverReason::HealthCheck, FailoverReason::CircuitOpen];
+    const ALL: [FailoverReason; 3] = [
+        FailoverReason::HealthCheck,
+        FailoverReason::CircuitOpen,
+        FailoverReason::Hung,
+    ];
 
     fn as_str(self) -> &'static str {
         match self {
             FailoverReason::HealthCheck => "health_check",
             FailoverReason::CircuitOpen => "circuit_open",
+            FailoverReason::Hung => "hung",
         }
     }
 }
@@ -113,7 +121,7 @@ impl WorkerMetrics {
         Ok(Self {
             state: gauge(
                 "switchyard_worker_state",
-                "1 when the worker is in this state (healthy/unhealthy, overloaded, draining, circuit_open), else 0.",
+                "1 when the worker is in this state (healthy/unhealthy, overloaded, draining, circuit_open, hung), else 0.",
                 &["worker", "state"],
             )?,
             transitions: counter(

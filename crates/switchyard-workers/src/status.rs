@@ -22,10 +22,12 @@ pub(crate) enum TransitionReason {
     CircuitOpen,
     CircuitHalfOpen,
     CircuitClosed,
+    Hung,
+    HungRecovered,
 }
 
 impl TransitionReason {
-    pub(crate) const ALL: [TransitionReason; 11] = [
+    pub(crate) const ALL: [TransitionReason; 13] = [
         Self::Unhealthy,
         Self::Healthy,
         Self::OverloadedTtft,
@@ -37,6 +39,8 @@ impl TransitionReason {
         Self::CircuitOpen,
         Self::CircuitHalfOpen,
         Self::CircuitClosed,
+        Self::Hung,
+        Self::HungRecovered,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -52,12 +56,14 @@ impl TransitionReason {
             Self::CircuitOpen => "circuit_open",
             Self::CircuitHalfOpen => "circuit_half_open",
             Self::CircuitClosed => "circuit_closed",
+            Self::Hung => "hung",
+            Self::HungRecovered => "hung_recovered",
         }
     }
 }
 
 /// Whether the prefilter may hand this worker to the routing policy, or the FIRST reason it
-/// is filtered, checked in this order: draining, unhealthy, circuit open, overloaded.
+/// is filtered, checked in this order: draining, unhealthy, circuit open, hung, overloaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Routability {
@@ -65,6 +71,8 @@ pub enum Routability {
     Draining,
     Unhealthy,
     CircuitOpen,
+    /// Busy and silent while `/health` says 200; cleared by the prober.
+    Hung,
     /// Latency-overloaded; only reported while `latency_aware.active` is on.
     Overloaded,
 }
@@ -81,6 +89,7 @@ impl Routability {
             Routability::Draining => "draining",
             Routability::Unhealthy => "unhealthy",
             Routability::CircuitOpen => "circuit_open",
+            Routability::Hung => "hung",
             Routability::Overloaded => "overloaded",
         }
     }
@@ -95,6 +104,7 @@ pub enum WorkerState {
     Overloaded,
     Draining,
     CircuitOpen,
+    Hung,
 }
 
 impl From<Routability> for WorkerState {
@@ -104,6 +114,7 @@ impl From<Routability> for WorkerState {
             Routability::Draining => WorkerState::Draining,
             Routability::Unhealthy => WorkerState::Unhealthy,
             Routability::CircuitOpen => WorkerState::CircuitOpen,
+            Routability::Hung => WorkerState::Hung,
             Routability::Overloaded => WorkerState::Overloaded,
         }
     }
@@ -129,6 +140,7 @@ pub struct WorkerStatus {
     pub routability: Routability,
     pub healthy: bool,
     pub overloaded: bool,
+    pub hung: bool,
     pub draining: bool,
     pub breaker: BreakerState,
     pub in_flight: u64,
@@ -146,6 +158,7 @@ const NO_TRANSITION: u8 = u8::MAX;
 pub(crate) struct WorkerFlags {
     pub(crate) healthy: AtomicBool,
     pub(crate) overloaded: AtomicBool,
+    pub(crate) hung: AtomicBool,
     pub(crate) draining: AtomicBool,
     pub(crate) health_successes: AtomicU64,
     pub(crate) health_failures: AtomicU64,
@@ -160,6 +173,7 @@ impl Default for WorkerFlags {
         Self {
             healthy: AtomicBool::new(true),
             overloaded: AtomicBool::new(false),
+            hung: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             health_successes: AtomicU64::new(0),
             health_failures: AtomicU64::new(0),

@@ -16,6 +16,7 @@ use switchyard_workers::{HttpClientConfig, WorkerSpec};
 
 pub use switchyard_workers::HealthConfig;
 
+pub use crate::proxy::deadline::FirstByteConfig;
 pub use crate::proxy::retry_budget::RetryConfig;
 
 pub use limits::{LimitsConfig, ListenerConfig};
@@ -87,6 +88,10 @@ pub struct UpstreamConfig {
     /// Idle keep-alive connections to workers are closed after this long.
     pub pool_idle_timeout_ms: u64,
     pub pool_max_idle_per_host: usize,
+    /// Per-attempt deadline for the worker's first byte, derived from its recent latency.
+    pub first_byte: FirstByteConfig,
+    /// A stream with no chunk for this long ends with an error event.
+    pub stream_idle_timeout_ms: u64,
 }
 
 impl Default for UpstreamConfig {
@@ -96,6 +101,8 @@ impl Default for UpstreamConfig {
             request_timeout_ms: 300_000,
             pool_idle_timeout_ms: 90_000,
             pool_max_idle_per_host: 256,
+            first_byte: FirstByteConfig::default(),
+            stream_idle_timeout_ms: 30_000,
         }
     }
 }
@@ -111,6 +118,10 @@ impl UpstreamConfig {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn stream_idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.stream_idle_timeout_ms)
     }
 }
 

@@ -50,6 +50,10 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
             "upstream.pool_idle_timeout_ms",
             config.upstream.pool_idle_timeout_ms,
         ),
+        (
+            "upstream.stream_idle_timeout_ms",
+            config.upstream.stream_idle_timeout_ms,
+        ),
     ];
     for (path, value) in positive {
         if value == 0 {
@@ -68,6 +72,11 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
     })?;
     config
         .retry
+        .validate()
+        .map_err(|(path, message)| ConfigError::invalid(path, message))?;
+    config
+        .upstream
+        .first_byte
         .validate()
         .map_err(|(path, message)| ConfigError::invalid(path, message))?;
     config.admission.validate().map_err(|e| match e.field() {

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub client_disconnects: IntCounterVec,
     pub upstream_attempts: IntCounterVec,
     pub retries_denied: IntCounterVec,
+    /// Attempts by how their first byte went: in_time, deadline, rescued.
+    pub first_byte: IntCounterVec,
     pub retry_amplification: prometheus::Gauge,
     routing: RoutingMetrics,
     pub workers_filtered: IntCounterVec,
@@ -126,6 +128,17 @@ impl Metrics {
         )?;
         registry.register(Box::new(upstream_attempts.clone()))?;
         registry.register(Box::new(retries_denied.clone()))?;
+        let first_byte = IntCounterVec::new(
+            Opts::new(
+                "switchyard_attempt_first_byte_total",
+                "Attempts by how their first byte went: in_time, deadline (missed its first-byte deadline, retried if the budget allows), rescued (its worker was filtered while it waited; moved at once).",
+            ),
+            &["outcome"],
+        )?;
+        for outcome in ["in_time", "deadline", "rescued"] {
+            first_byte.with_label_values(&[outcome]);
+        }
+        registry.register(Box::new(first_byte.clone()))?;
         registry.register(Box::new(retry_amplification.clone()))?;
         let worker_load_cv = prometheus::Gauge::new(
             "switchyard_worker_load_cv",
@@ -191,6 +204,7 @@ impl Metrics {
             client_disconnects,
             upstream_attempts,
             retries_denied,
+            first_byte,
             retry_amplification,
             routing,
             worker_load_cv,

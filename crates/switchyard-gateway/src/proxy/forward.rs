@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard_admission::AdmissionPermit;
 use switchyard_workers::{CallOutcome, InFlightGuard, WorkerHandle};
+use tokio::sync::watch;
 
 use super::finish::FinishHook;
 use super::metered_body::{GatewayInFlight, MeteredBody, ResponseMeter};
@@ -25,13 +26,17 @@ pub struct RequestContext<'a> {
     pub started: Instant,
 }
 
-/// A worker's answer whose headers have arrived and whose status is not a 5xx.
+/// A worker's answer whose headers have arrived and whose status is not a 5xx; for a
+/// stream, its first chunk too (read before anything is sent to the client).
 pub struct UpstreamResponse {
     parts: http::response::Parts,
     body: Incoming,
+    first_chunk: Option<Bytes>,
     worker: Arc<WorkerHandle>,
     in_flight: InFlightGuard,
     sent_at: Instant,
+    /// Prompt tokens (estimated), for settling a stream that breaks before its usage.
+    pub(crate) prompt_tokens: u64,
 }
 
 /// Why one attempt failed before any byte reached the client; all of these may be retried
@@ -41,6 +46,15 @@ pub enum AttemptFailure {
     Timeout {
         worker: String,
         after: Duration,
+    },
+    /// No byte of the answer within the attempt's first-byte deadline.
+    FirstByteDeadline {
+        worker: String,
+        after: Duration,
+    },
+    /// The worker was taken out of routing while the attempt waited for its first byte.
+    Rescued {
+        worker: String,
     },
     Transport {
         worker: String,
@@ -59,6 +73,8 @@ impl AttemptFailure {
     pub fn kind(&self) -> &'static str {
         match self {
             AttemptFailure::Timeout { .. } => "timeout",
+            AttemptFailure::FirstByteDeadline { .. } => "first_byte_deadline",
+            AttemptFailure::Rescued { .. } => "rescued",
             AttemptFailure::Transport { connect: true, .. } => "connect",
             AttemptFailure::Transport { .. } => "transport",
             AttemptFailure::ServerError { .. } => "status_5xx",
@@ -71,6 +87,16 @@ impl AttemptFailure {
                 "worker `{worker}` did not answer within {} ms",
                 after.as_millis()
             )),
+            AttemptFailure::FirstByteDeadline { worker, after } => {
+                ApiError::gateway_timeout(format!(
+                    "worker `{worker}` sent no byte within its first-byte deadline of {} ms",
+                    after.as_millis()
+                ))
+            }
+            AttemptFailure::Rescued { worker } => ApiError::bad_gateway(
+                "upstream_filtered",
+                format!("worker `{worker}` was taken out of routing before it answered"),
+            ),
             AttemptFailure::Transport { worker, detail, .. } => ApiError::bad_gateway(
                 "upstream_unreachable",
                 format!("worker `{worker}` failed: {detail}"),
@@ -105,13 +131,19 @@ const HOP_BY_HOP: &[HeaderName] = &[
 const ERROR_BODY_LIMIT: usize = 4096;
 const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Sends the request to `worker` and waits for its response headers. Extra headers (the
-/// request's tags) are added to the upstream request.
+/// Sends the request to `worker` and waits for its first byte: the response headers, and
+/// for a stream its first chunk too, so a worker that answers headers and then hangs is
+/// still left before the client has seen anything. Gives up at `first_byte` (or the request
+/// timeout, if sooner), or at once when the worker is taken out of routing meanwhile.
+/// `bytes_due` tells the worker's hung detection when this request should be producing.
+/// Extra headers (the request's tags) are added to the upstream request.
 pub async fn attempt(
     ctx: &RequestContext<'_>,
     worker: &Arc<WorkerHandle>,
     body: Bytes,
     extra_headers: &[(&'static str, HeaderValue)],
+    first_byte: Duration,
+    bytes_due: Option<Duration>,
 ) -> Result<UpstreamResponse, AttemptFailure> {
     let state = ctx.state;
     let name = worker.name().to_string();
@@ -143,41 +175,118 @@ pub async fn attempt(
             detail: format!("cannot build upstream request: {e}"),
         })?;
 
-    let in_flight = worker.start_request();
+    // Subscribed before sending: a worker filtered from here on releases this attempt.
+    let mut filtered = worker.subscribe_filtered();
+    let mut in_flight = worker.start_request();
+    if let Some(due) = bytes_due {
+        in_flight.expect_bytes_within(due);
+    }
     let sent_at = Instant::now();
-    let timeout = state.config().upstream.request_timeout();
-    let response = match tokio::time::timeout(timeout, state.client.request(request)).await {
-        Err(_) => {
-            return Err(AttemptFailure::Timeout {
-                worker: name,
-                after: timeout,
-            });
+    let request_timeout = state.config().upstream.request_timeout();
+    let limit = first_byte.min(request_timeout);
+    let expired = || {
+        if first_byte < request_timeout {
+            AttemptFailure::FirstByteDeadline {
+                worker: name.clone(),
+                after: limit,
+            }
+        } else {
+            AttemptFailure::Timeout {
+                worker: name.clone(),
+                after: limit,
+            }
         }
-        Ok(Err(error)) => {
+    };
+    let rescued = || AttemptFailure::Rescued {
+        worker: name.clone(),
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    let response = match within(state.client.request(request), deadline, &mut filtered).await {
+        Wait::Expired => return Err(expired()),
+        Wait::Filtered => return Err(rescued()),
+        Wait::Done(Err(error)) => {
             return Err(AttemptFailure::Transport {
-                worker: name,
+                worker: name.clone(),
                 connect: error.is_connect(),
                 detail: error_chain(&error),
             });
         }
-        Ok(Ok(response)) => response,
+        Wait::Done(Ok(response)) => response,
     };
-    let (parts, body) = response.into_parts();
+    worker.note_progress();
+    let (parts, mut body) = response.into_parts();
     if parts.status.is_server_error() {
         let detail = read_error_body(body).await;
         return Err(AttemptFailure::ServerError {
-            worker: name,
+            worker: name.clone(),
             status: parts.status,
             detail,
         });
     }
+    let mut first_chunk = None;
+    if is_event_stream(&parts.headers) {
+        loop {
+            match within(body.frame(), deadline, &mut filtered).await {
+                Wait::Expired => return Err(expired()),
+                Wait::Filtered => return Err(rescued()),
+                Wait::Done(Some(Ok(frame))) => {
+                    worker.note_progress();
+                    if let Ok(data) = frame.into_data()
+                        && !data.is_empty()
+                    {
+                        first_chunk = Some(data);
+                        break;
+                    }
+                }
+                Wait::Done(Some(Err(error))) => {
+                    return Err(AttemptFailure::Transport {
+                        worker: name.clone(),
+                        connect: false,
+                        detail: error_chain(&error),
+                    });
+                }
+                // An empty stream: nothing to wait for.
+                Wait::Done(None) => break,
+            }
+        }
+    }
     Ok(UpstreamResponse {
         parts,
         body,
+        first_chunk,
         worker: Arc::clone(worker),
         in_flight,
         sent_at,
+        prompt_tokens: 0,
     })
+}
+
+/// How a wait bounded by a deadline and the worker's filtered signal ended.
+enum Wait<T> {
+    Done(T),
+    Expired,
+    Filtered,
+}
+
+async fn within<F: std::future::Future>(
+    future: F,
+    deadline: tokio::time::Instant,
+    filtered: &mut watch::Receiver<u64>,
+) -> Wait<F::Output> {
+    tokio::select! {
+        biased;
+        output = future => Wait::Done(output),
+        () = tokio::time::sleep_until(deadline) => Wait::Expired,
+        // A closed channel (cannot happen while the handle lives) just disables this arm.
+        Ok(()) = filtered.changed() => Wait::Filtered,
+    }
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
 /// Turns the worker's answer into the client's response, streamed through a metered body.
@@ -191,20 +300,18 @@ pub fn respond(
     let UpstreamResponse {
         parts,
         body,
+        first_chunk,
         worker,
         in_flight,
         sent_at,
+        prompt_tokens,
     } = upstream;
     let metrics = &ctx.state.metrics;
     metrics
         .requests
         .with_label_values(&[ctx.route.label(), parts.status.as_str(), worker.name()])
         .inc();
-    let is_sse = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let is_sse = is_event_stream(&parts.headers);
     if !is_sse {
         // A non-streaming worker sends its headers only when generation ends, so this
         // duration says nothing about slowness to first token; the latency collector judges
@@ -223,8 +330,13 @@ pub fn respond(
         sent_at,
         status: parts.status,
         on_finish,
+        prompt_tokens,
     };
-    let mut response = Response::new(Body::new(MeteredBody::new(body, meter, is_sse)));
+    let idle_timeout = ctx.state.config().upstream.stream_idle_timeout();
+    let metered = MeteredBody::new(body, meter, is_sse)
+        .with_first_chunk(first_chunk)
+        .with_idle_timeout(idle_timeout);
+    let mut response = Response::new(Body::new(metered));
     *response.status_mut() = parts.status;
     let headers = response.headers_mut();
     for (name, value) in &parts.headers {

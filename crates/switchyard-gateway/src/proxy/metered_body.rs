@@ -2,15 +2,17 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use prometheus::IntGauge;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use switchyard_admission::AdmissionPermit;
 use switchyard_workers::{CallOutcome, InFlightGuard};
 
 use super::finish::{Capture, FinishHook, Finished};
 use super::usage::UsageSniffer;
+use axum::BoxError;
 
 use crate::metrics::Metrics;
 use crate::openai::Route;
@@ -47,6 +49,8 @@ pub struct ResponseMeter {
     pub status: http::StatusCode,
     /// Told how the response ended (spend by purpose, the response cache).
     pub on_finish: Option<FinishHook>,
+    /// Estimated prompt tokens: with the chunks streamed, what a broken stream is settled on.
+    pub prompt_tokens: u64,
 }
 
 /// The worker's response body passed through frame by frame (never buffered), measuring
@@ -54,12 +58,23 @@ pub struct ResponseMeter {
 /// upstream body too, which closes that connection and so cancels the request on the worker.
 pub struct MeteredBody {
     inner: Incoming,
+    /// A stream's first chunk, read while the attempt could still move to another worker.
+    first_chunk: Option<Bytes>,
     meter: Option<ResponseMeter>,
     is_sse: bool,
     ended: bool,
     usage: UsageSniffer,
     first_frame_at: Option<Instant>,
     capture: Capture,
+    /// Token chunks seen (SSE `data: {` events).
+    chunks: u64,
+    idle: Option<IdleTimer>,
+}
+
+/// Fires when the worker has sent nothing for `timeout`; re-armed by every frame.
+struct IdleTimer {
+    timeout: Duration,
+    sleep: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl MeteredBody {
@@ -72,11 +87,99 @@ impl MeteredBody {
         Self {
             capture: Capture::new(capture_limit),
             inner,
+            first_chunk: None,
             meter: Some(meter),
             is_sse,
             ended: false,
             usage: UsageSniffer::default(),
             first_frame_at: None,
+            chunks: 0,
+            idle: None,
+        }
+    }
+
+    /// Sends `chunk` (already read from `inner`) before the rest of the body.
+    pub fn with_first_chunk(mut self, chunk: Option<Bytes>) -> Self {
+        self.first_chunk = chunk;
+        self
+    }
+
+    /// Ends the response when the worker sends nothing for `timeout`.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle = Some(IdleTimer {
+            timeout,
+            sleep: Box::pin(tokio::time::sleep(timeout)),
+        });
+        self
+    }
+
+    /// Bookkeeping for one frame from the worker, before it goes to the client.
+    fn on_frame(&mut self, frame: &Frame<Bytes>) {
+        if let Some(idle) = &mut self.idle {
+            let next = tokio::time::Instant::now() + idle.timeout;
+            idle.sleep.as_mut().reset(next);
+        }
+        if let Some(data) = frame.data_ref() {
+            self.usage.observe(data);
+            self.capture.observe(data);
+            self.chunks += count_events(data);
+        }
+        if let Some(meter) = &self.meter {
+            meter._worker_in_flight.worker().note_progress();
+        }
+        if self.first_frame_at.is_none() && frame.is_data() {
+            let now = Instant::now();
+            self.first_frame_at = Some(now);
+            if let Some(meter) = &self.meter {
+                if self.is_sse {
+                    meter
+                        ._worker_in_flight
+                        .worker()
+                        .record_outcome(CallOutcome::Success {
+                            ttfb: now.saturating_duration_since(meter.sent_at),
+                        });
+                }
+                meter
+                    .metrics
+                    .ttft
+                    .with_label_values(&[meter.route.label()])
+                    .observe(meter.started.elapsed().as_secs_f64());
+            }
+        }
+    }
+
+    /// Whether the worker has been silent for the idle timeout.
+    fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.idle
+            .as_mut()
+            .is_some_and(|idle| idle.sleep.as_mut().poll(cx).is_ready())
+    }
+
+    /// The worker stalled mid-answer: the call is a failure, the client gets an error it can
+    /// parse (a stream never gets a `[DONE]` after it), spend is what was streamed.
+    fn on_stall(&mut self) -> Result<Frame<Bytes>, BoxError> {
+        tracing::warn!(
+            chunks = self.chunks,
+            "worker stalled mid-answer; response ended"
+        );
+        if let Some(meter) = &self.meter {
+            meter
+                .metrics
+                .upstream_errors
+                .with_label_values(&["stream_idle"])
+                .inc();
+            // Its first chunk already counted as a success; the stall is what it ended with.
+            meter
+                ._worker_in_flight
+                .worker()
+                .record_outcome(CallOutcome::Failure);
+        }
+        self.ended = true;
+        self.finish(true);
+        if self.is_sse {
+            Ok(Frame::data(Bytes::from_static(SSE_STALLED.as_bytes())))
+        } else {
+            Err("the worker stopped sending its answer".into())
         }
     }
 
@@ -113,7 +216,11 @@ impl MeteredBody {
                 if failed {
                     permit.mark_failed();
                 }
-                let actual = self.usage.settled_tokens(permit.estimated_tokens());
+                let actual = match (failed && self.is_sse, self.usage.total_tokens()) {
+                    // A stream the worker broke is charged for what reached the client.
+                    (true, None) => meter.prompt_tokens.saturating_add(self.chunks),
+                    _ => self.usage.settled_tokens(permit.estimated_tokens()),
+                };
                 tokens = Some(actual);
                 permit.settle(actual);
             }
@@ -133,9 +240,19 @@ impl MeteredBody {
 /// parse, instead of a truncated chunked body.
 const SSE_UPSTREAM_ERROR: &str = "data: {\"error\":{\"message\":\"the worker's stream broke before it finished\",\"type\":\"upstream_error\",\"code\":\"upstream_stream_error\"}}\n\n";
 
+/// The same for a stream whose worker went silent for `upstream.stream_idle_timeout_ms`.
+const SSE_STALLED: &str = "data: {\"error\":{\"message\":\"the worker stopped sending this stream before it finished\",\"type\":\"upstream_error\",\"code\":\"upstream_stream_stalled\"}}\n\n";
+
+/// SSE events in a chunk of the body. Events split across chunks may be missed or counted
+/// twice only at a boundary, which is good enough for charging a broken stream.
+fn count_events(data: &[u8]) -> u64 {
+    const EVENT: &[u8] = b"data: {";
+    data.windows(EVENT.len()).filter(|w| *w == EVENT).count() as u64
+}
+
 impl Body for MeteredBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
@@ -145,32 +262,25 @@ impl Body for MeteredBody {
         if this.ended {
             return Poll::Ready(None);
         }
+        if let Some(chunk) = this.first_chunk.take() {
+            let frame = Frame::data(chunk);
+            this.on_frame(&frame);
+            if this.inner.is_end_stream() {
+                this.ended = true;
+                this.finish(false);
+            }
+            return Poll::Ready(Some(Ok(frame)));
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                if this.idle_expired(cx) {
+                    Poll::Ready(Some(this.on_stall()))
+                } else {
+                    Poll::Pending
+                }
+            }
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    this.usage.observe(data);
-                    this.capture.observe(data);
-                }
-                if this.first_frame_at.is_none() && frame.is_data() {
-                    let now = Instant::now();
-                    this.first_frame_at = Some(now);
-                    if let Some(meter) = &this.meter {
-                        if this.is_sse {
-                            meter
-                                ._worker_in_flight
-                                .worker()
-                                .record_outcome(CallOutcome::Success {
-                                    ttfb: now.saturating_duration_since(meter.sent_at),
-                                });
-                        }
-                        meter
-                            .metrics
-                            .ttft
-                            .with_label_values(&[meter.route.label()])
-                            .observe(meter.started.elapsed().as_secs_f64());
-                    }
-                }
+                this.on_frame(&frame);
                 // A body with a known length may never be polled to its end by the
                 // server once the last byte is out: finish as soon as it is.
                 if this.inner.is_end_stream() {
@@ -195,7 +305,7 @@ impl Body for MeteredBody {
                         SSE_UPSTREAM_ERROR.as_bytes(),
                     )))))
                 } else {
-                    Poll::Ready(Some(Err(error)))
+                    Poll::Ready(Some(Err(error.into())))
                 }
             }
             Poll::Ready(None) => {
@@ -207,7 +317,7 @@ impl Body for MeteredBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended || self.inner.is_end_stream()
+        self.ended || (self.first_chunk.is_none() && self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {

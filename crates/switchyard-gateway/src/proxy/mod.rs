@@ -4,6 +4,7 @@
 
 pub mod body_budget;
 mod body_limit;
+pub mod deadline;
 pub mod finish;
 pub(crate) mod forward;
 mod metered_body;

@@ -1,15 +1,19 @@
-//! Attempts a request on workers until one answers: on a connect failure, a 5xx or a
-//! timeout — all before any byte reached the client — retry on a *different* worker, within
-//! `max_retries` and the retry budget, after an exponential backoff with jitter. A response
-//! that has started streaming is never retried (it has already been handed to the client).
-//! Retries of refused connects do not spend the budget: nothing reached a worker, so they
-//! add no load beyond the request itself.
+//! Attempts a request on workers until one answers: on a connect failure, a 5xx, a missed
+//! first-byte deadline or a timeout — all before any byte reached the client — retry on a
+//! *different* worker, within `max_retries` and the retry budget, after an exponential
+//! backoff with jitter. A response that has started streaming is never retried (it has
+//! already been handed to the client). Retries of refused connects do not spend the budget:
+//! nothing reached a worker, so they add no load beyond the request itself. An attempt
+//! rescued from a worker taken out of routing moves on at once, spending neither the budget
+//! nor `max_retries`: its worker is filtered, so the move adds no load, and each worker is
+//! tried at most once.
 
 use bytes::Bytes;
 use http::HeaderValue;
 use rand::Rng;
 use switchyard_core::{Purpose, RequestTags, WorkerId};
 
+use super::deadline;
 use super::forward::{self, AttemptFailure, RequestContext, UpstreamResponse};
 use super::retry_budget::RetryDenied;
 use super::select;
@@ -38,7 +42,9 @@ pub async fn send_with_retries(
         .get(config.routing.routing_key.session_header.as_str())
         .and_then(|v| v.to_str().ok());
     let mut tried: Vec<WorkerId> = Vec::new();
+    let mut retries_spent = 0u32;
     let mut last_failure: Option<AttemptFailure> = None;
+    let prompt_tokens = (request.prompt.len() as u64).div_ceil(4);
     loop {
         let (worker, decision) = match select::select_worker(state, request, session_id, &tried) {
             Ok(selected) => selected,
@@ -92,22 +98,47 @@ pub async fn send_with_retries(
         if let Ok(caller) = HeaderValue::from_str(&tags.caller) {
             headers.push((CALLER_HEADER, caller));
         }
-        let failure = match forward::attempt(ctx, &worker, body.clone(), &headers).await {
-            Ok(response) => return Ok(response),
+        let latency = worker.latency();
+        let first_byte = config
+            .upstream
+            .first_byte
+            .deadline(latency.as_deref(), request);
+        let due = deadline::bytes_due(latency.as_deref(), request);
+        let attempt = forward::attempt(ctx, &worker, body.clone(), &headers, first_byte, due);
+        let failure = match attempt.await {
+            Ok(mut response) => {
+                metrics.first_byte.with_label_values(&["in_time"]).inc();
+                response.prompt_tokens = prompt_tokens;
+                return Ok(response);
+            }
             Err(failure) => failure,
         };
-        worker.record_outcome(CallOutcome::Failure);
         metrics
             .upstream_errors
             .with_label_values(&[failure.kind()])
             .inc();
+        tried.push(worker.id());
+        if matches!(failure, AttemptFailure::Rescued { .. }) {
+            // Its worker was filtered for its own reason; this call proves nothing more.
+            worker.record_outcome(CallOutcome::Abandoned);
+            metrics.first_byte.with_label_values(&["rescued"]).inc();
+            tracing::info!(
+                worker = worker.name(),
+                "attempt rescued from a filtered worker"
+            );
+            last_failure = Some(failure);
+            continue;
+        }
+        worker.record_outcome(CallOutcome::Failure);
+        if matches!(failure, AttemptFailure::FirstByteDeadline { .. }) {
+            metrics.first_byte.with_label_values(&["deadline"]).inc();
+        }
         tracing::warn!(
             worker = worker.name(),
             kind = failure.kind(),
             "attempt failed"
         );
-        tried.push(worker.id());
-        let retries_so_far = (tried.len() - 1) as u32;
+        let retries_so_far = retries_spent;
         if retries_so_far >= budget.config().max_retries {
             metrics
                 .retries_denied
@@ -131,8 +162,9 @@ pub async fn send_with_retries(
             metrics.retries_denied.with_label_values(&[reason]).inc();
             return Err(failure.into_api_error());
         }
+        retries_spent += 1;
         let jitter: f64 = rand::rng().random_range(0.0..1.0);
-        tokio::time::sleep(budget.config().backoff(retries_so_far + 1, jitter)).await;
+        tokio::time::sleep(budget.config().backoff(retries_spent, jitter)).await;
         last_failure = Some(failure);
     }
 }

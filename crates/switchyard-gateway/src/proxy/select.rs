@@ -1,5 +1,5 @@
 //! Choosing a worker: the model's workers, minus those the prefilter chain drops
-//! (draining, unhealthy, circuit-open, latency-overloaded) and those already tried for this
+//! (draining, unhealthy, circuit-open, hung, latency-overloaded) and those already tried for this
 //! request, then the routing policy. Each filter reason and each cache outcome is counted.
 
 use std::sync::Arc;
@@ -21,6 +21,7 @@ fn reason_label(routability: Routability) -> &'static str {
         Routability::Draining => "draining",
         Routability::Unhealthy => "unhealthy",
         Routability::CircuitOpen => "circuit_open",
+        Routability::Hung => "hung",
         Routability::Overloaded => "overloaded",
     }
 }
@@ -95,19 +96,26 @@ fn count_filtered(state: &AppState, filtered: &[(&Arc<WorkerHandle>, Routability
     if filtered.is_empty() {
         return;
     }
-    let mut counts = [0u64; 4];
+    let mut counts = [0u64; 5];
     for (_, reason) in filtered {
         let slot = match reason {
             Routability::Draining => 0,
             Routability::Unhealthy => 1,
             Routability::CircuitOpen => 2,
             Routability::Overloaded | Routability::Routable => 3,
+            Routability::Hung => 4,
         };
         counts[slot] += 1;
     }
-    for (slot, label) in ["draining", "unhealthy", "circuit_open", "overloaded"]
-        .iter()
-        .enumerate()
+    for (slot, label) in [
+        "draining",
+        "unhealthy",
+        "circuit_open",
+        "overloaded",
+        "hung",
+    ]
+    .iter()
+    .enumerate()
     {
         if counts[slot] > 0 {
             metrics

@@ -55,6 +55,7 @@ fn collector_turns_outcomes_into_a_report() {
     assert_eq!(report.ttft.p50, Some(0.02));
     assert_eq!(report.ttft.p99, Some(0.04));
     assert_eq!(report.e2e.p90, Some(0.08));
+    assert_eq!(report.e2e.max, Some(0.08), "the slowest answer");
     assert_eq!(
         report.targets["http://t"],
         TargetLoad { attempts: 6, ok: 4 }

@@ -24,6 +24,8 @@ pub struct LatencySummary {
     pub p50: Option<f64>,
     pub p90: Option<f64>,
     pub p99: Option<f64>,
+    /// The slowest sample.
+    pub max: Option<f64>,
 }
 
 impl LatencySummary {
@@ -34,6 +36,7 @@ impl LatencySummary {
             p50: percentile_nearest_rank(&sample, 50.0),
             p90: percentile_nearest_rank(&sample, 90.0),
             p99: percentile_nearest_rank(&sample, 99.0),
+            max: sample.last().copied(),
         }
     }
 }
@@ -66,7 +69,9 @@ pub struct LoadReport {
     /// Requests that eventually succeeded (after client retries, if any).
     pub ok: u64,
     /// Requests that finally failed, by HTTP status ("429", "503") or kind ("connect",
-    /// "timeout", "stream_error"); a request aborted at the end of the run counts as "timeout".
+    /// "timeout": no answer within the client timeout, "stream_error", "stream_incomplete":
+    /// a stream that ended without `[DONE]`); a request aborted at the end of the run counts
+    /// as "timeout".
     pub errors: BTreeMap<String, u64>,
     /// Arrivals not sent because `max_in_flight` requests were already outstanding.
     pub client_dropped: u64,

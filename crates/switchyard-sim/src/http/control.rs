@@ -11,9 +11,9 @@ use serde_json::json;
 use super::AppState;
 use super::error::ApiError;
 use crate::config::BLOCK_TOKENS;
-use crate::fault::Fault;
+use crate::fault::{Fault, path_is_inference};
 
-/// Applies the `error` and `hang` faults before any faultable handler runs.
+/// Applies the `error`, `hang` and `engine_hang` faults before any faultable handler runs.
 pub(crate) async fn fault_gate(
     State(app): State<AppState>,
     request: Request,
@@ -23,7 +23,17 @@ pub(crate) async fn fault_gate(
         Fault::Error => ApiError::injected_failure().into_response(),
         // Pending forever: hyper drops this future when the client goes away.
         Fault::Hang => std::future::pending().await,
-        Fault::Ok | Fault::Slow { .. } | Fault::Reset => next.run(request).await,
+        // Not even response headers until the engine is back; health stays 200.
+        Fault::EngineHang if path_is_inference(request.uri().path()) => {
+            app.engine.faults.wait_while_stalled(0).await;
+            next.run(request).await
+        }
+        Fault::Ok
+        | Fault::Slow { .. }
+        | Fault::Reset
+        | Fault::EngineHang
+        | Fault::Stall { .. }
+        | Fault::Trickle { .. } => next.run(request).await,
     }
 }
 
@@ -84,7 +94,8 @@ pub(crate) async fn set_fault(State(app): State<AppState>, body: Bytes) -> Respo
         Err(err) => return ApiError::bad_request(format!("invalid fault: {err}")).into_response(),
     };
     if !fault.is_valid() {
-        return ApiError::bad_request("slow factor must be a positive number").into_response();
+        return ApiError::bad_request("slow factor and trickle interval must be positive numbers")
+            .into_response();
     }
     app.engine.faults.set(fault);
     tracing::info!(worker = %app.engine.config.name, ?fault, "fault set");

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::breaker::BreakerParams;
 use crate::config::HealthConfig;
@@ -43,6 +43,8 @@ pub(crate) struct WorkerCore {
     /// When the current streak of failed health checks on a healthy worker began.
     failing_since: Option<Instant>,
     judge: Judge,
+    /// Consecutive successful probes since the worker was marked hung.
+    hung_probe_successes: u32,
 }
 
 impl WorkerCore {
@@ -52,13 +54,39 @@ impl WorkerCore {
             health: HealthTracker::new(handle.is_healthy()),
             failing_since: None,
             judge: Judge::resume(handle.is_overloaded()),
+            hung_probe_successes: 0,
             handle,
         }
     }
 
-    /// The prober runs exactly while the worker is marked overloaded.
+    /// The prober runs exactly while the worker is marked overloaded or hung.
     pub(crate) fn wants_prober(&self) -> bool {
-        self.judge.is_overloaded()
+        self.judge.is_overloaded() || self.handle.is_hung()
+    }
+
+    /// Periodic: a healthy worker busy and silent for the hung window is marked hung.
+    pub(crate) fn on_watch(&mut self, config: &HealthConfig) {
+        let h = &self.handle;
+        if !config.hung.active {
+            h.set_hung(false);
+            return;
+        }
+        if h.is_hung() || !h.is_healthy() || h.is_draining() {
+            return;
+        }
+        let Some(silence) = h.silence() else {
+            return;
+        };
+        if silence < hung_window(config, h.latency().as_deref()) {
+            return;
+        }
+        let was_routable = h.routability() == Routability::Routable;
+        if h.set_hung(true) {
+            self.hung_probe_successes = 0;
+            if was_routable {
+                h.series.failover(FailoverReason::Hung, silence);
+            }
+        }
     }
 
     pub(crate) fn on_health(&mut self, success: bool, config: &HealthConfig) {
@@ -134,6 +162,17 @@ impl WorkerCore {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         h.series.count(Family::Probes, result.label());
+        if h.is_hung() {
+            self.hung_probe_successes = if success {
+                self.hung_probe_successes.saturating_add(1)
+            } else {
+                0
+            };
+            if self.hung_probe_successes >= config.prober.successes_to_confirm {
+                h.set_hung(false);
+                self.hung_probe_successes = 0;
+            }
+        }
         match self
             .judge
             .observe_probe(success, &JudgeThresholds::from_config(config))
@@ -158,6 +197,18 @@ impl WorkerCore {
         self.handle
             .reconfigure_breaker(BreakerParams::from_config(&config.breaker));
     }
+}
+
+/// Silence that marks a worker hung: the configured window, or twice the worker's TTFT p90
+/// when that is longer (a slow prefill is not a hang).
+fn hung_window(config: &HealthConfig, latency: Option<&LatencyFigures>) -> Duration {
+    let configured = Duration::from_millis(config.hung.quiet_ms);
+    let ttft = latency
+        .and_then(|l| l.ttft_p90_seconds)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| Duration::from_secs_f64((2.0 * s).min(3600.0)))
+        .unwrap_or_default();
+    configured.max(ttft)
 }
 
 #[cfg(test)]
@@ -302,5 +353,91 @@ mod tests {
         core.on_window(&figures(100.0, 5.0), &config);
         assert!(!handle.is_overloaded(), "no marks while inactive");
         assert_eq!(handle.status().last_transition, Some("cleared_inactive"));
+    }
+
+    #[test]
+    fn a_busy_silent_healthy_worker_is_marked_hung_and_probes_bring_it_back() {
+        let clock = switchyard_core::ManualClock::new();
+        let registry = prometheus::Registry::new();
+        let ctx = crate::handle::HandleContext {
+            clock: Arc::new(clock.clone()),
+            metrics: Arc::new(crate::metrics::WorkerMetrics::register(&registry).unwrap()),
+            ..test_context()
+        };
+        let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
+        let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &ctx).unwrap());
+        let mut core = WorkerCore::new(Arc::clone(&handle));
+        let config = HealthConfig::default();
+        let filtered = handle.subscribe_filtered();
+
+        // Idle for a long time: never hung.
+        clock.advance(Duration::from_secs(60));
+        core.on_watch(&config);
+        assert!(!handle.is_hung());
+        let mut guard = handle.start_request();
+        guard.expect_bytes_within(Duration::ZERO);
+        clock.advance(Duration::from_millis(1000));
+        core.on_watch(&config);
+        handle.note_progress();
+        clock.advance(Duration::from_millis(1400));
+        core.on_watch(&config);
+        assert!(!handle.is_hung(), "a byte 1.4 s ago is within the window");
+        assert!(!filtered.has_changed().unwrap());
+        clock.advance(Duration::from_millis(200));
+        core.on_watch(&config);
+        assert_eq!(handle.routability(), Routability::Hung);
+        assert_eq!(handle.status().state, crate::WorkerState::Hung);
+        assert!(
+            filtered.has_changed().unwrap(),
+            "requests waiting on it are told"
+        );
+        assert!(core.wants_prober());
+        assert_eq!(failover(&registry, "hung"), (1, 1.6));
+
+        // Recovery takes `successes_to_confirm` probes in a row.
+        core.on_probe(ProbeResult::Success, &config);
+        core.on_probe(ProbeResult::Timeout, &config);
+        core.on_probe(ProbeResult::Success, &config);
+        core.on_probe(ProbeResult::Success, &config);
+        assert!(handle.is_hung());
+        core.on_probe(ProbeResult::Success, &config);
+        assert!(!handle.is_hung());
+        assert!(!core.wants_prober());
+        assert_eq!(handle.routability(), Routability::Routable);
+        assert_eq!(handle.status().last_transition, Some("hung_recovered"));
+        drop(guard);
+    }
+
+    #[test]
+    fn a_long_quiet_spell_due_to_a_request_or_a_slow_ttft_is_not_a_hang() {
+        let clock = switchyard_core::ManualClock::new();
+        let ctx = crate::handle::HandleContext {
+            clock: Arc::new(clock.clone()),
+            ..test_context()
+        };
+        let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
+        let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &ctx).unwrap());
+        let mut core = WorkerCore::new(Arc::clone(&handle));
+        let mut config = HealthConfig::default();
+        let mut long = handle.start_request();
+        long.expect_bytes_within(Duration::from_secs(10));
+        clock.advance(Duration::from_secs(9));
+        core.on_watch(&config);
+        assert!(
+            !handle.is_hung(),
+            "a long non-streaming answer is allowed its silence"
+        );
+        let mut stream = handle.start_request();
+        stream.expect_bytes_within(Duration::ZERO);
+        handle.note_progress();
+        handle.publish_latency(figures(2.0, 0.01));
+        clock.advance(Duration::from_secs(3));
+        core.on_watch(&config);
+        assert!(!handle.is_hung(), "twice a 2 s TTFT p90 is the window");
+        config.hung.active = false;
+        clock.advance(Duration::from_secs(5));
+        core.on_watch(&config);
+        assert!(!handle.is_hung(), "switched off");
+        drop((long, stream));
     }
 }

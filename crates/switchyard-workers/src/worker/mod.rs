@@ -1,10 +1,10 @@
 //! One supervisor actor per worker, with its children:
 //!
 //! ```text
-//! WorkerSupervisor   owns the health streaks and the hysteresis judge (WorkerCore)
+//! WorkerSupervisor   owns the health streaks, the hysteresis judge and the hung check (WorkerCore)
 //! ├── HealthChecker  probes the health path every interval
 //! ├── Collector      scrapes /metrics (or gateway observations), publishes p90s
-//! ├── Prober         only while overloaded: traffic-shaped streamed probes at a fixed cadence
+//! ├── Prober         only while overloaded or hung: traffic-shaped streamed probes
 //! └── Discovery      until the worker's models are known
 //! ```
 //!
@@ -23,7 +23,7 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use std::sync::Arc;
 use tracing::{error, warn};
 
-use crate::config::HealthConfig;
+use crate::config::{HealthConfig, ms};
 use crate::handle::WorkerHandle;
 use crate::http_client::HttpClient;
 use crate::latency::LatencyFigures;
@@ -54,6 +54,8 @@ pub(crate) enum WorkerMsg {
         result: ProbeResult,
     },
     ConfigChanged(Arc<HealthConfig>),
+    /// The supervisor's own periodic hung check.
+    Watch,
 }
 
 pub(crate) struct WorkerSupervisor;
@@ -160,6 +162,8 @@ impl Actor for WorkerSupervisor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        let period = ms(state.handle.config.load().hung.check_interval_ms);
+        myself.send_after(period, || WorkerMsg::Watch);
         state.spawn(ChildKind::Health, &myself).await;
         state.spawn(ChildKind::Collector, &myself).await;
         if state.handle.models().is_none() {
@@ -186,6 +190,10 @@ impl Actor for WorkerSupervisor {
                 }
             }
             WorkerMsg::ConfigChanged(new) => state.core.on_config(&new),
+            WorkerMsg::Watch => {
+                state.core.on_watch(&config);
+                myself.send_after(ms(config.hung.check_interval_ms), || WorkerMsg::Watch);
+            }
         }
         state.sync_prober(&myself).await;
         Ok(())

@@ -1,4 +1,4 @@
-//! Child actor, alive only while the worker is marked overloaded: sends a streamed
+//! Child actor, alive only while the worker is marked overloaded or hung: sends a streamed
 //! completion shaped like traffic at a fixed cadence, times it (`probe_timing`) and reports
 //! each verdict to the supervisor's judge. Probes carry `x-switchyard-purpose: probe` and
 //! never touch the breaker or the observed latencies, so they never count as user traffic.

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Markdown page of hung_engine.sh: per gateway and mode, requests never answered within the
+client timeout, the slowest answer, and the time until the hung worker was filtered.
+Usage: hung_engine_render.py META_TSV OUT_MD."""
+
+import json
+import sys
+
+sys.dont_write_bytecode = True
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from figlib import load_report, one, read_meta, table  # noqa: E402
+from figrender import config_blocks, dedup_commands, header  # noqa: E402
+
+
+def time_to_filter(summary_path, hang_ms):
+    if summary_path == "-":
+        return "n/a"
+    summary = json.loads(Path(summary_path).read_text())
+    for t, routability in summary["transitions"]:
+        if t >= hang_ms and routability not in ("routable", "absent"):
+            return f"{(t - hang_ms) / 1000:.1f} s ({routability})"
+    return "never"
+
+
+def render(meta):
+    rows = []
+    for value in meta.get("case", []):
+        gateway, mode, path, hang_ms, summary, load = value.split("\t")
+        report = load_report(path)
+        errors = report["errors"]
+        unanswered = errors.get("timeout", 0) + errors.get("stream_incomplete", 0)
+        other = {k: v for k, v in errors.items() if k not in ("timeout", "stream_incomplete")}
+        slowest = report["e2e"].get("max")
+        rows.append([
+            gateway,
+            mode.replace("_", "-"),
+            str(report["requests_sent"]),
+            str(report["ok"]),
+            str(unanswered),
+            ", ".join(f"{k} {v}" for k, v in sorted(other.items())) or "0",
+            f"{slowest:.2f} s" if slowest is not None else "-",
+            f"{report['e2e']['p99']:.2f} s" if report["e2e"].get("p99") is not None else "-",
+            time_to_filter(summary, int(hang_ms)),
+            load,
+        ])
+    intro = (
+        f"4 simulated workers, `uniform` workload at {one(meta, 'rate')} req/s for "
+        f"{one(meta, 'duration')} s, client timeout {one(meta, 'timeout')} s; "
+        f"{one(meta, 'hang_at')} s in, {one(meta, 'victim')}'s engine hangs while its "
+        "`/health` keeps answering 200 (sim fault `engine_hang`: requests are accepted and "
+        "never get a byte, requests already generating stop). A poller reads "
+        "`GET /admin/workers` every 100 ms (the resolution of time-to-filter)."
+    )
+    lines = [header("Hung engine with /health 200", meta, intro)]
+    lines += ["## Commands", "", dedup_commands(meta), "", config_blocks(meta), ""]
+    lines += ["## Results", ""]
+    lines.append(table(
+        ["gateway", "mode", "sent", "ok", "unanswered", "other errors", "slowest answer",
+         "e2e p99", "time to filter", "load avg at end"],
+        rows,
+    ))
+    if one(meta, "smg_version"):
+        lines += ["", f"SMG: `{one(meta, 'smg_version')}`."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    meta = read_meta(sys.argv[1])
+    Path(sys.argv[2]).write_text(render(meta))
+    print(f"wrote {sys.argv[2]}", file=sys.stderr)
