@@ -24,6 +24,7 @@ fn bench(c: &mut Criterion) {
             url: format!("http://127.0.0.1:{}", 1 + i),
             models: Some(vec!["m".into()]),
             health_path: None,
+            engine: None,
         })
         .collect();
     for policy in ["round_robin", "consistent_hash", "cache_aware"] {

@@ -82,6 +82,7 @@ impl DemoFleet {
                 url: w.base_url(),
                 models: None,
                 health_path: None,
+                engine: None,
             })
             .collect();
         let gateway = start(config, Some(DEMO_ADMIN_KEY.to_string())).await?;

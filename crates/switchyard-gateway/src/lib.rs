@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod reload;
 pub mod server;
 pub mod state;
+pub mod surface;
 pub mod warmup;
 
 pub use config::{Config, ConfigError};

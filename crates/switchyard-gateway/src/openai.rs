@@ -6,18 +6,36 @@ use std::fmt::Write;
 
 use crate::error::ApiError;
 
-/// Which OpenAI endpoint a request came in on.
+/// Which endpoint a request came in on. Generation (chat, completions) goes through the
+/// degradation front (downgrades, response cache); the rest of the surface (`crate::surface`)
+/// is admitted, metered and routed by model the same way but forwarded as is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     ChatCompletions,
     Completions,
+    Embeddings,
+    Tokenize,
+    Detokenize,
+    Rerank,
+    Score,
+    Responses,
+    /// Any other `POST /v1/*` path that names a model.
+    Passthrough,
 }
 
 impl Route {
+    /// The worker path when the client's own path is not forwarded.
     pub fn path(self) -> &'static str {
         match self {
             Route::ChatCompletions => "/v1/chat/completions",
             Route::Completions => "/v1/completions",
+            Route::Embeddings => "/v1/embeddings",
+            Route::Tokenize => "/tokenize",
+            Route::Detokenize => "/detokenize",
+            Route::Rerank => "/v1/rerank",
+            Route::Score => "/v1/score",
+            Route::Responses => "/v1/responses",
+            Route::Passthrough => "/v1",
         }
     }
 
@@ -26,7 +44,20 @@ impl Route {
         match self {
             Route::ChatCompletions => "chat_completions",
             Route::Completions => "completions",
+            Route::Embeddings => "embeddings",
+            Route::Tokenize => "tokenize",
+            Route::Detokenize => "detokenize",
+            Route::Rerank => "rerank",
+            Route::Score => "score",
+            Route::Responses => "responses",
+            Route::Passthrough => "passthrough",
         }
+    }
+
+    /// Chat and completions: the routes the degradation front (downgrade chain, response
+    /// cache, warmup resources) knows how to rewrite and answer.
+    pub fn is_generation(self) -> bool {
+        matches!(self, Route::ChatCompletions | Route::Completions)
     }
 }
 
@@ -163,6 +194,7 @@ pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
                 include_usage: include_usage(completion.stream_options.as_ref()),
             })
         }
+        other => crate::surface::parse(other, body),
     }
 }
 
@@ -170,7 +202,7 @@ fn include_usage(options: Option<&StreamOptions>) -> bool {
     options.and_then(|o| o.include_usage).unwrap_or(false)
 }
 
-fn from_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
+pub(crate) fn from_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         use serde_json::error::Category;
         match e.classify() {

@@ -125,6 +125,7 @@ async fn unreachable_worker_is_502() {
         url: format!("http://127.0.0.1:{port}"),
         models: Some(vec!["sim-llama".into()]),
         health_path: None,
+        engine: None,
     }];
     let gateway = switchyard_gateway::start(config, None).await.unwrap();
     let reply = post_json(

@@ -126,6 +126,7 @@ async fn refused_connections_are_retried_without_spending_the_budget() {
         url: format!("http://127.0.0.1:{closed_port}"),
         models: Some(vec!["sim-llama".into()]),
         health_path: None,
+        engine: None,
     });
     let gateway = switchyard_gateway::start(config, None).await.unwrap();
     let url = format!("{}/v1/chat/completions", gateway.base_url());
@@ -181,12 +182,14 @@ async fn a_stream_that_breaks_after_the_first_byte_is_not_retried_and_ends_with_
             url,
             models: Some(vec!["sim-llama".into()]),
             health_path: None,
+            engine: None,
         },
         WorkerSpec {
             name: "good".into(),
             url: sims[0].base_url(),
             models: Some(vec!["sim-llama".into()]),
             health_path: None,
+            engine: None,
         },
     ];
     let gateway = switchyard_gateway::start(config, None).await.unwrap();

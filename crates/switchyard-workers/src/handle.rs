@@ -9,6 +9,7 @@ use tokio::sync::{Notify, watch};
 use crate::breaker::BreakerParams;
 use crate::breaker_gate::BreakerGate;
 use crate::config::ConfigCell;
+use crate::engine::{EngineKind, EngineLoad};
 use crate::latency::{LatencyFigures, ObservedLatency};
 use crate::metrics::{WorkerMetrics, WorkerSeries};
 use crate::progress::Progress;
@@ -26,7 +27,12 @@ pub struct WorkerHandle {
     base_url: String,
     authority: Authority,
     health_path: Option<String>,
+    engine: Option<EngineKind>,
     models: ArcSwapOption<Vec<String>>,
+    /// Context length from `/v1/models` (0: not stated).
+    max_model_len: AtomicU64,
+    /// The engine's own load gauges, from the last `/metrics` scrape.
+    pub(crate) engine_load: ArcSwapOption<EngineLoad>,
     in_flight: AtomicU64,
     pub(crate) flags: WorkerFlags,
     pub(crate) config: Arc<ConfigCell>,
@@ -62,7 +68,10 @@ impl WorkerHandle {
             base_url: spec.base_url().to_string(),
             authority,
             health_path: spec.health_path.clone(),
+            engine: spec.engine,
             models: ArcSwapOption::new(spec.models.clone().map(Arc::new)),
+            max_model_len: AtomicU64::new(0),
+            engine_load: ArcSwapOption::empty(),
             in_flight: AtomicU64::new(0),
             flags: WorkerFlags::default(),
             config: Arc::clone(&ctx.config),
@@ -83,12 +92,35 @@ impl WorkerHandle {
             url: self.base_url.clone(),
             models: self.models().map(|m| m.as_ref().clone()),
             health_path: self.health_path.clone(),
+            engine: self.engine,
         }
     }
 
-    /// The worker's own health path, when its spec overrides `health.path`.
+    /// The worker's own health path, when its spec (or else its engine kind) overrides
+    /// `health.path`.
     pub fn health_path(&self) -> Option<&str> {
-        self.health_path.as_deref()
+        self.health_path
+            .as_deref()
+            .or_else(|| self.engine.map(EngineKind::health_path))
+    }
+
+    /// The engine the worker runs, when its spec names one.
+    pub fn engine(&self) -> Option<EngineKind> {
+        self.engine
+    }
+
+    /// The context length the worker's `/v1/models` states, once discovered.
+    pub fn max_model_len(&self) -> Option<u64> {
+        Some(self.max_model_len.load(Ordering::Relaxed)).filter(|n| *n > 0)
+    }
+
+    pub(crate) fn set_max_model_len(&self, tokens: u64) {
+        self.max_model_len.store(tokens, Ordering::Relaxed);
+    }
+
+    /// The engine's queue, running and KV-cache gauges from its last `/metrics` scrape.
+    pub fn engine_load(&self) -> Option<EngineLoad> {
+        self.engine_load.load().as_deref().copied()
     }
 
     pub fn id(&self) -> WorkerId {
@@ -212,6 +244,7 @@ pub(crate) mod tests {
             url: "http://127.0.0.1:9000/".into(),
             models,
             health_path: None,
+            engine: None,
         };
         Arc::new(WorkerHandle::new(WorkerId(1), &spec, &test_context()).unwrap())
     }

@@ -132,6 +132,9 @@ impl WorkerHandle {
             latency: self.latency().map(|l| l.as_ref().clone()),
             last_transition: self.flags.last_transition(),
             counters: self.flags.counters(),
+            engine: self.engine(),
+            max_model_len: self.max_model_len(),
+            engine_load: self.engine_load(),
         }
     }
 

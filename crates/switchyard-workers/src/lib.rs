@@ -16,6 +16,7 @@ mod breaker;
 mod breaker_gate;
 mod config;
 mod directory;
+mod engine;
 mod handle;
 mod handle_health;
 mod health_tracker;
@@ -36,6 +37,7 @@ pub use config::{
     LatencyAwareConfig, ProberConfig,
 };
 pub use directory::WorkerDirectory;
+pub use engine::{EngineKind, EngineLoad, error_message, max_model_len};
 pub use handle::{InFlightGuard, WorkerHandle};
 pub use http_client::{HttpClient, HttpClientConfig, build_http_client, get_json};
 pub use latency::{LatencyFigures, LatencySource};

@@ -1,9 +1,13 @@
 use http::Uri;
 use serde::{Deserialize, Serialize};
 
+use crate::engine::EngineKind;
+
 /// What an operator says about a worker: its name, where it listens, optionally which models
 /// it serves (when absent the worker actor discovers them from `GET /v1/models`) and which
-/// path answers health checks (when absent, `health.path` of the health config, `/health`).
+/// path answers health checks (when absent, its engine's health path, else `health.path` of the
+/// health config, `/health`), and which engine it runs (which decides the health path and the
+/// `/metrics` names read; absent keeps the generic behaviour).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerSpec {
@@ -13,6 +17,8 @@ pub struct WorkerSpec {
     pub models: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineKind>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -40,6 +46,7 @@ impl WorkerSpec {
             url,
             models: None,
             health_path: None,
+            engine: None,
         };
         spec.validate()?;
         Ok(spec)
@@ -131,5 +138,20 @@ mod tests {
         assert_eq!(spec.health_path.as_deref(), Some("/v1/models"));
         let json = serde_json::to_string(&WorkerSpec::parse_flag("http://x:1").unwrap()).unwrap();
         assert!(!json.contains("health_path"));
+        assert!(!json.contains("engine"));
+    }
+
+    #[test]
+    fn engine_kind_is_named_in_lowercase_and_unknown_kinds_are_refused() {
+        let spec: WorkerSpec =
+            serde_json::from_str(r#"{"name":"a","url":"http://x:1","engine":"llamacpp"}"#).unwrap();
+        assert_eq!(spec.engine, Some(EngineKind::Llamacpp));
+        let spec: WorkerSpec =
+            toml::from_str("name = \"v\"\nurl = \"http://x:1\"\nengine = \"vllm\"\n").unwrap();
+        assert_eq!(spec.engine, Some(EngineKind::Vllm));
+        let error =
+            serde_json::from_str::<WorkerSpec>(r#"{"name":"a","url":"http://x:1","engine":"tgi"}"#)
+                .unwrap_err();
+        assert!(error.to_string().contains("vllm"), "{error}");
     }
 }

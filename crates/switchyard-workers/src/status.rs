@@ -148,6 +148,14 @@ pub struct WorkerStatus {
     pub latency: Option<LatencyFigures>,
     pub last_transition: Option<&'static str>,
     pub counters: StatusCounters,
+    /// The engine its spec names, the context length its `/v1/models` states and the
+    /// engine's own load gauges, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<crate::engine::EngineKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_load: Option<crate::engine::EngineLoad>,
 }
 
 const NO_TRANSITION: u8 = u8::MAX;

@@ -56,6 +56,7 @@ fn spec(name: &str, url: &str) -> WorkerSpec {
         url: url.into(),
         models: None,
         health_path: None,
+        engine: None,
     }
 }
 

@@ -155,6 +155,8 @@ struct AddWorker {
     models: Option<Vec<String>>,
     #[serde(default)]
     health_path: Option<String>,
+    #[serde(default)]
+    engine: Option<switchyard_workers::EngineKind>,
 }
 
 pub async fn add_worker(
@@ -176,6 +178,7 @@ pub async fn add_worker(
     }
     spec.models = request.models;
     spec.health_path = request.health_path;
+    spec.engine = request.engine;
     let worker = state.registry.add(spec).await.map_err(registry_error)?;
     Ok((StatusCode::CREATED, Json(worker_json(&worker))).into_response())
 }

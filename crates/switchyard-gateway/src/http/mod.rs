@@ -5,6 +5,7 @@ mod chaos;
 mod cluster;
 mod inference;
 mod ops;
+mod surface;
 mod warmup;
 
 use axum::Router;
@@ -18,6 +19,19 @@ pub fn router(state: SharedState) -> Router {
         .route("/v1/chat/completions", post(inference::chat_completions))
         .route("/v1/completions", post(inference::completions))
         .route("/v1/models", get(ops::models))
+        .route("/v1/embeddings", post(surface::embeddings))
+        .route("/tokenize", post(surface::tokenize))
+        .route("/detokenize", post(surface::detokenize))
+        .route("/v1/rerank", post(surface::rerank))
+        .route("/rerank", post(surface::rerank))
+        .route("/v2/rerank", post(surface::rerank))
+        .route("/v1/score", post(surface::score))
+        .route("/score", post(surface::score))
+        .route("/v1/responses", post(surface::responses))
+        .route(
+            "/v1/{*rest}",
+            post(surface::passthrough).fallback(surface::passthrough_other_method),
+        )
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))

@@ -21,6 +21,8 @@ use crate::state::AppState;
 pub struct RequestContext<'a> {
     pub state: &'a AppState,
     pub route: Route,
+    /// Path (and query) of the worker's endpoint.
+    pub upstream_path: &'a str,
     pub client_headers: &'a HeaderMap,
     pub request_id: &'a str,
     pub started: Instant,
@@ -148,7 +150,7 @@ pub async fn attempt(
     let state = ctx.state;
     let name = worker.name().to_string();
     let uri = worker
-        .uri_for(ctx.route.path())
+        .uri_for(ctx.upstream_path)
         .map_err(|e| AttemptFailure::Transport {
             worker: name.clone(),
             connect: false,

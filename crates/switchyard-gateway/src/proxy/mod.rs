@@ -11,6 +11,7 @@ mod metered_body;
 mod retry;
 pub mod retry_budget;
 pub mod select;
+mod surface;
 mod usage;
 mod usage_stream;
 
@@ -34,6 +35,18 @@ pub const WORKER_HEADER: &str = "x-switchyard-worker";
 /// Serves one OpenAI inference request end to end. Never panics on input; every failure
 /// becomes an OpenAI-shaped error response.
 pub async fn handle(state: SharedState, route: Route, headers: HeaderMap, body: Body) -> Response {
+    handle_at(state, route, route.path(), headers, body).await
+}
+
+/// [`handle`] for a request forwarded to the worker at `upstream_path` (the client's own
+/// path and query: `/rerank` and `/v2/rerank` stay what they were, pass-through keeps its path).
+pub async fn handle_at(
+    state: SharedState,
+    route: Route,
+    upstream_path: &str,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let request_id = request_id(&headers);
     let span = tracing::info_span!(
         "request",
@@ -47,6 +60,7 @@ pub async fn handle(state: SharedState, route: Route, headers: HeaderMap, body: 
         let ctx = forward::RequestContext {
             state: &state,
             route,
+            upstream_path,
             client_headers: &headers,
             request_id: &request_id,
             started,
@@ -80,6 +94,9 @@ async fn serve(
     body: Body,
     in_flight: GatewayInFlight,
 ) -> Result<Response, ApiError> {
+    if !ctx.route.is_generation() {
+        return surface::serve(ctx, body, in_flight).await;
+    }
     let admission = &ctx.state.admission;
     // Identity first: an unknown caller is refused before its body is even read.
     let tags = admission
@@ -135,8 +152,9 @@ pub(crate) async fn dispatch(
         .await
         .map_err(ApiError::refused)?;
     // A stream is billed by the usage its worker reports, so the worker is always asked for
-    // it; a client that did not ask does not see it.
-    let hide_usage = parsed.stream && !parsed.include_usage;
+    // it; a client that did not ask does not see it. (Chat and completions only: the rest of
+    // the surface is forwarded as it is; Responses streams always end with their usage.)
+    let hide_usage = ctx.route.is_generation() && parsed.stream && !parsed.include_usage;
     let bytes = match hide_usage.then(|| usage_stream::ask_for_usage(&bytes)) {
         Some(Some(asked)) => asked,
         _ => bytes,

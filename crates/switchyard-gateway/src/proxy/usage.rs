@@ -84,19 +84,26 @@ impl UsageSniffer {
         }
     }
 
-    /// `completion_tokens` of the last usage object seen, if any.
+    /// `completion_tokens` (the Responses API's `output_tokens`) of the last usage object
+    /// seen, if any.
     pub fn completion_tokens(&self) -> Option<u64> {
         let at = find_last(&self.tail, b"\"usage\"")?;
-        number_after(&self.tail[at..], b"\"completion_tokens\"")
+        let rest = &self.tail[at..];
+        number_after(rest, b"\"completion_tokens\"")
+            .or_else(|| number_after(rest, b"\"output_tokens\""))
     }
 
-    /// `prompt_tokens + completion_tokens` of the last usage object seen, if any.
+    /// `prompt_tokens + completion_tokens` of the last usage object seen, if any; else its
+    /// `total_tokens` (the Responses API's `input_tokens`/`output_tokens`, vLLM's rerank).
     pub fn total_tokens(&self) -> Option<u64> {
         let at = find_last(&self.tail, b"\"usage\"")?;
         let rest = &self.tail[at..];
-        let prompt = number_after(rest, b"\"prompt_tokens\"")?;
-        let completion = number_after(rest, b"\"completion_tokens\"").unwrap_or(0);
-        Some(prompt.saturating_add(completion))
+        match number_after(rest, b"\"prompt_tokens\"") {
+            Some(prompt) => Some(
+                prompt.saturating_add(number_after(rest, b"\"completion_tokens\"").unwrap_or(0)),
+            ),
+            None => number_after(rest, b"\"total_tokens\""),
+        }
     }
 }
 
@@ -178,6 +185,20 @@ mod tests {
             b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n",
         );
         assert_eq!(sniffer.settled_tokens(263), 1500 - 1 + 1);
+    }
+
+    #[test]
+    fn responses_and_rerank_usage_count_their_total() {
+        let mut sniffer = UsageSniffer::default();
+        sniffer.observe(b"event: response.created\ndata: {\"response\":{\"usage\":null}}\n\n");
+        sniffer.observe(b"event: response.completed\ndata: {\"response\":{\"usage\":{\"input_tokens\":9,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":5,\"total_tokens\":14}}}\n\n");
+        assert_eq!(sniffer.total_tokens(), Some(14));
+        assert_eq!(sniffer.completion_tokens(), Some(5));
+        let mut rerank = UsageSniffer::default();
+        rerank.observe(
+            br#"{"results":[{"index":0,"relevance_score":0.9}],"usage":{"total_tokens":31}}"#,
+        );
+        assert_eq!(rerank.total_tokens(), Some(31));
     }
 
     #[test]

@@ -125,6 +125,7 @@ async fn through_front_door(
     let ctx = RequestContext {
         state,
         route: Route::ChatCompletions,
+        upstream_path: Route::ChatCompletions.path(),
         client_headers: &headers,
         request_id: &request_id,
         started: Instant::now(),

@@ -248,7 +248,7 @@ impl Planned {
     }
 }
 
-fn verdict_label(verdict: Verdict) -> &'static str {
+pub(crate) fn verdict_label(verdict: Verdict) -> &'static str {
     match verdict {
         Verdict::Serve => "serve",
         Verdict::ServeAt(_) => "serve_at",
@@ -293,7 +293,9 @@ fn retarget(
                 .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
             (normalised.body, normalised.notices)
         }
-        Route::Completions => {
+        // The rest of the surface never reaches the downgrade chain (see `proxy::surface`);
+        // were it to, the model is the one field every body names.
+        _ => {
             let mut body = body.clone();
             body["model"] = json!(model);
             (body, Vec::new())
@@ -378,7 +380,7 @@ fn cached(
 
 /// The last link of every chain: an OpenAI-shaped 503 the client can show as is, with the
 /// admission layer's jittered `Retry-After` for this client's own retry count.
-fn friendly(
+pub(crate) fn friendly(
     ctx: &RequestContext<'_>,
     degradation: &DegradationConfig,
     alias: &str,

@@ -66,6 +66,8 @@ impl RequestText {
         let key = match self.route {
             Route::ChatCompletions => CacheKey::from_chat(alias, self.value()?)?,
             Route::Completions => CacheKey::from_prompt(alias, self.text()),
+            // Only generation is answered from the cache.
+            _ => return None,
         };
         let caller = self.caller.clone();
         Some(key.scoped(&caller, self.value()?))
@@ -94,6 +96,8 @@ fn plain_text(route: Route, body: &Value) -> String {
                 .join(" "),
             _ => String::new(),
         },
+        // The rest of the surface never reaches warmup (see `proxy::surface`).
+        _ => String::new(),
     }
 }
 

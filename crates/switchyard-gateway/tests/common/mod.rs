@@ -181,6 +181,7 @@ pub fn specs(sims: &[SimWorker]) -> Vec<WorkerSpec> {
             url: s.base_url(),
             models: None,
             health_path: None,
+            engine: None,
         })
         .collect()
 }
@@ -351,6 +352,7 @@ impl CaptureWorker {
             url: self.url.clone(),
             models: Some(vec!["sim-llama".into()]),
             health_path: None,
+            engine: None,
         }
     }
 }

@@ -81,6 +81,7 @@ impl FakeWorker {
             url: self.url.clone(),
             models: Some(self.inner.models.clone()),
             health_path: None,
+            engine: None,
         }
     }
 

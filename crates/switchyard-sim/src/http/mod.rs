@@ -1,6 +1,7 @@
 //! The worker's HTTP surface as an axum router.
 
 mod control;
+mod embeddings;
 mod error;
 mod inference;
 mod openai;
@@ -42,6 +43,7 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
     let faultable = Router::new()
         .route("/v1/chat/completions", post(inference::chat_completions))
         .route("/v1/completions", post(inference::completions))
+        .route("/v1/embeddings", post(embeddings::embeddings))
         .route("/v1/models", get(control::models))
         .route("/health", get(control::health))
         .route("/get_model_info", get(control::model_info))

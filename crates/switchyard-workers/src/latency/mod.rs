@@ -10,26 +10,18 @@ pub(crate) use observed::ObservedLatency;
 pub use window::{LatencyFigures, LatencySource};
 pub(crate) use window::{Reading, WindowTracker};
 
-/// TTFT histogram names, in order of preference.
-const TTFT_FAMILIES: &[&str] = &[
-    "vllm:time_to_first_token_seconds",
-    "sglang:time_to_first_token_seconds",
-];
-/// TPOT (inter-token latency) histogram names, in order of preference.
-const TPOT_FAMILIES: &[&str] = &[
-    "vllm:time_per_output_token_seconds",
-    "vllm:inter_token_latency_seconds",
-    "sglang:time_per_output_token_seconds",
-    "sglang:inter_token_latency_seconds",
-];
+use crate::engine::EngineKind;
 
-/// The worker's TTFT and TPOT histograms from a `/metrics` body; `None` when it has no known
-/// TTFT histogram (then the gateway's own observations are used instead).
-pub(crate) fn reading_from_metrics(text: &str) -> Option<Reading> {
-    let wanted: Vec<&str> = TTFT_FAMILIES.iter().chain(TPOT_FAMILIES).copied().collect();
+/// The worker's TTFT and TPOT histograms from a `/metrics` body, read under the names its
+/// engine kind publishes (any known name for a worker without a kind); `None` when it has no
+/// known TTFT histogram (then the gateway's own observations are used instead).
+pub(crate) fn reading_from_metrics(kind: Option<EngineKind>, text: &str) -> Option<Reading> {
+    let ttft_names = EngineKind::ttft_families(kind);
+    let tpot_names = EngineKind::tpot_families(kind);
+    let wanted: Vec<&str> = ttft_names.iter().chain(tpot_names).copied().collect();
     let mut families = prom_text::parse_histograms(text, &wanted);
-    let ttft = TTFT_FAMILIES.iter().find_map(|n| families.remove(*n))?;
-    let tpot = TPOT_FAMILIES
+    let ttft = ttft_names.iter().find_map(|n| families.remove(*n))?;
+    let tpot = tpot_names
         .iter()
         .find_map(|n| families.remove(*n))
         .unwrap_or_default();
@@ -58,10 +50,12 @@ mod tests {
         let text = "sglang:time_to_first_token_seconds_bucket{le=\"1\"} 2\n\
                     sglang:time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n\
                     sglang:inter_token_latency_seconds_bucket{le=\"+Inf\"} 7\n";
-        let reading = reading_from_metrics(text).unwrap();
+        let reading = reading_from_metrics(None, text).unwrap();
         assert_eq!(reading.source, LatencySource::Metrics);
         assert_eq!(reading.ttft.series.len(), 1);
         assert_eq!(reading.tpot.series.len(), 1);
-        assert!(reading_from_metrics("llamacpp:tokens_predicted_total 5\n").is_none());
+        assert!(reading_from_metrics(None, "llamacpp:tokens_predicted_total 5\n").is_none());
+        // A worker declared vLLM is not read with SGLang's names.
+        assert!(reading_from_metrics(Some(EngineKind::Vllm), text).is_none());
     }
 }

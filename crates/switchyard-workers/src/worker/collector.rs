@@ -2,11 +2,13 @@
 //! publishes the window's p90 figures, then hands them to the supervisor's judge.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::debug;
 
 use super::{ChildArgs, Tick, WorkerMsg};
 use crate::config::ms;
+use crate::engine::EngineLoad;
 use crate::http_client::{FetchError, fetch, get_request};
 use crate::latency::{Reading, WindowTracker, reading_from_metrics, reading_from_observed};
 use crate::metrics::Family;
@@ -80,18 +82,28 @@ impl Actor for Collector {
 }
 
 /// The worker's histograms, or the gateway's observations when the worker has no usable
-/// `/metrics` (404, refused connection, or none of the known histogram names).
+/// `/metrics` (404, refused connection, none of its engine's histogram names, or an engine
+/// kind that publishes none). The engine's load gauges are published on the way.
 async fn read(args: &ChildArgs, timeout: std::time::Duration) -> Result<Reading, String> {
     let handle = &args.handle;
+    let observed = || Ok(reading_from_observed(&handle.observed));
+    let kind = handle.engine();
+    if kind.is_some_and(|k| !k.has_metrics()) {
+        return observed();
+    }
     let request = handle
         .uri_for("/metrics")
         .map_err(|e| e.to_string())
         .and_then(|uri| get_request(uri).map_err(|e| e.to_string()))?;
-    let observed = || Ok(reading_from_observed(&handle.observed));
     match fetch(&args.client, request, timeout, MAX_METRICS_BODY).await {
         Ok((status, body)) if status.is_success() => {
             let text = String::from_utf8_lossy(&body);
-            match reading_from_metrics(&text) {
+            if let Some(kind) = kind {
+                handle
+                    .engine_load
+                    .store(EngineLoad::from_metrics(kind, &text).map(Arc::new));
+            }
+            match reading_from_metrics(kind, &text) {
                 Some(reading) => Ok(reading),
                 None => observed(),
             }

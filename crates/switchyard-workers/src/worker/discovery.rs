@@ -6,6 +6,7 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 
 use super::{ChildArgs, Tick};
+use crate::engine::max_model_len;
 use crate::http_client::get_json;
 
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -55,18 +56,22 @@ async fn discover_models(state: &ChildArgs) -> bool {
     };
     match get_json(&state.client, uri, DISCOVERY_TIMEOUT).await {
         Ok(body) => {
-            let models: Vec<String> = body
+            let items = body
                 .get("data")
                 .and_then(|d| d.as_array())
-                .map(|items| {
-                    items
-                        .iter()
-                        .filter_map(|m| m.get("id").and_then(|id| id.as_str()))
-                        .map(str::to_string)
-                        .collect()
-                })
+                .map(Vec::as_slice)
                 .unwrap_or_default();
-            info!(worker, ?models, "discovered models");
+            let models: Vec<String> = items
+                .iter()
+                .filter_map(|m| m.get("id").and_then(|id| id.as_str()))
+                .map(str::to_string)
+                .collect();
+            // The smallest stated context of the worker's models bounds what it can take.
+            let max_model_len = items.iter().filter_map(max_model_len).min();
+            info!(worker, ?models, ?max_model_len, "discovered models");
+            if let Some(tokens) = max_model_len {
+                state.handle.set_max_model_len(tokens);
+            }
             state.handle.set_models(models);
             true
         }

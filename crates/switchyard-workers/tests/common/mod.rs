@@ -86,6 +86,7 @@ impl Fixture {
                 url: url.into(),
                 models: None,
                 health_path: None,
+                engine: None,
             })
             .await
             .unwrap()
