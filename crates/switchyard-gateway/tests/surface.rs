@@ -122,7 +122,12 @@ async fn tool_calls_response_format_and_logprobs_pass_through_byte_for_byte() {
     assert_eq!(&echo.last().body[..], request.as_bytes(), "request bytes");
     assert_eq!(reply.body, JSON_REPLY, "response bytes");
 
-    let streamed = request.replace("\"max_tokens\":5", "\"max_tokens\":5,\"stream\":true");
+    // A stream that asks for usage itself is forwarded as it is (the gateway asks for usage
+    // on the client's behalf otherwise, and hides it again).
+    let streamed = request.replace(
+        "\"max_tokens\":5",
+        "\"max_tokens\":5,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+    );
     let reply = send(
         Method::POST,
         &url,
