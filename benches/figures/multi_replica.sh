@@ -41,8 +41,12 @@ run_case() {
     done
     for ((i = 0; i < replicas; i++)); do
         local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}")
-        if [[ "$mode" == cluster && $i -gt 0 ]]; then
-            node+=(--join "127.0.0.1:${RAFT_PORTS[0]}")
+        if [[ "$mode" == cluster ]]; then
+            # Replicas of a group must keep their Raft state: a data dir each.
+            node+=(--data-dir "$FIG_WORK/$mode-$replicas-node$((i + 1))")
+            if [[ $i -gt 0 ]]; then
+                node+=(--join "127.0.0.1:${RAFT_PORTS[0]}")
+            fi
         fi
         start_gateway "gateway-$i" "${GW_PORTS[$i]}" "$CONFIG" "${urls[@]}" "${node[@]}"
         pids+=("$GW_PID")

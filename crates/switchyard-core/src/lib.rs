@@ -12,7 +12,9 @@ mod wall_clock;
 mod worker_id;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use quota::{FleetLimit, QuotaError, QuotaLedger, QuotaScope, Reservation, SpendTags};
+pub use quota::{
+    FleetLimit, QuotaError, QuotaLedger, QuotaScope, Reservation, ReserveFuture, SpendTags,
+};
 pub use secret::{REDACTED, Secret, with_secrets_exposed};
 pub use tags::{ParseTagError, Priority, Purpose, RequestTags};
 pub use wall_clock::WallClock;

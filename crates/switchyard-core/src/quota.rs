@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::tags::{Priority, Purpose};
@@ -104,6 +106,10 @@ impl fmt::Display for QuotaError {
 
 impl std::error::Error for QuotaError {}
 
+/// What `QuotaLedger::reserve_or_wait` answers.
+pub type ReserveFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Reservation, QuotaError>> + Send + 'a>>;
+
 /// The period budgets. The hot path calls `reserve` and `settle` on every request, so
 /// implementations must answer from local state (atomics, a local lease) and never wait on
 /// the network. In-memory now; the Raft-backed ledger implements the same trait.
@@ -111,6 +117,14 @@ pub trait QuotaLedger: Send + Sync + 'static {
     /// Holds `tokens` (an estimate) against the scope's period budget. Scopes without a
     /// configured budget always succeed.
     fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Reservation, QuotaError>;
+
+    /// `reserve` for the request path: when the answer depends on something already under way
+    /// (a replicated ledger renewing the local lease this request asked for), waits for it,
+    /// boundedly, instead of refusing a request the fleet still has budget for. Ledgers that
+    /// answer from local state alone need not override it.
+    fn reserve_or_wait<'a>(&'a self, tags: &'a SpendTags, tokens: u64) -> ReserveFuture<'a> {
+        Box::pin(std::future::ready(self.reserve(tags, tokens)))
+    }
 
     /// Replaces the reservation by the real token count (refund or bounded debt).
     fn settle(&self, reservation: Reservation, actual_tokens: u64);

@@ -52,12 +52,25 @@ async fn tenants_rate_and_concurrency_limits_are_seeded_into_the_fleet_budget() 
     let quota = admin_get(&base, "/admin/quota").await;
 
     // Period budget plus the fleet-wide rate (6 000/min x bucket_rate_factor 0.9 = 90/s) and
-    // concurrency; with a day and a month limit, the day one (one budget per scope).
+    // concurrency on the day limit; the month limit is a second fleet-wide pool of the scope.
     let a = &budget_of(&quota, "team-a").expect("team-a seeded")["spec"];
     assert_eq!(a["limit_tokens"], 1_000_000, "{a}");
     assert_eq!(a["period_ms"], 24 * 3600 * 1000, "{a}");
     assert_eq!(a["rate_tokens_per_s"], 90, "{a}");
     assert_eq!(a["max_concurrency"], 7, "{a}");
+    let a_pools: Vec<&Value> = quota["budgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["scope"]["caller"] == "team-a")
+        .collect();
+    assert_eq!(a_pools.len(), 2, "{quota}");
+    assert_eq!(a_pools[1]["spec"]["limit_tokens"], 9_000_000, "{quota}");
+    assert_eq!(
+        a_pools[1]["spec"]["period_ms"],
+        30u64 * 24 * 3600 * 1000,
+        "{quota}"
+    );
 
     // A rate without a period budget still gets a fleet-wide budget to carry it: a day of
     // that rate (600 x 1440), rate 600 x 0.9 / 60 = 9/s, concurrency 10 x peak_factor 0.7.

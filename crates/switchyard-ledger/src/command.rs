@@ -20,6 +20,10 @@ pub const MAX_LEASE_TTL_MS: u64 = 60_000;
 pub enum PoolId {
     Budget(QuotaScope),
     Override(u64),
+    /// A second period limit of a budgeted scope (a month limit next to a day limit), keyed
+    /// by its period length in ms. Every request of the scope spends from both. New variants
+    /// go last (bincode numbers them by position).
+    Period(QuotaScope, u64),
 }
 
 /// A scope's period budget as the operator sets it.
@@ -185,6 +189,13 @@ pub enum Command {
     /// leader may propose its configured value on every term it starts.
     SetAuditRetention {
         entries: u64,
+        principal: String,
+    },
+    /// Sets (or changes) a scope's limit over a second period, `spec.period_ms` long; the
+    /// scope's `RemoveBudget` removes it too.
+    SetPeriodBudget {
+        scope: QuotaScope,
+        spec: BudgetSpec,
         principal: String,
     },
 }

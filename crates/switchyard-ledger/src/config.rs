@@ -5,6 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The cluster id of a node that is given none.
+pub const DEFAULT_CLUSTER_ID: &str = "switchyard";
+
 #[derive(Clone, Debug)]
 pub struct LedgerConfig {
     pub node_id: u64,
@@ -16,6 +19,9 @@ pub struct LedgerConfig {
     pub data_dir: PathBuf,
     /// Shared secret every ledger RPC must carry (prints as `<redacted>`).
     pub cluster_secret: switchyard_core::Secret,
+    /// Name of the group this node belongs to; the data dir is bound to it (and to
+    /// `node_id`) on first start and refused under another one.
+    pub cluster_id: String,
     pub raft: RaftTimings,
     pub lease: LeaseConfig,
     /// How often settled spend is batched into one replicated report (default 1 s).
@@ -95,8 +101,16 @@ pub struct LeaseConfig {
     pub renew_after_fraction: f64,
     /// Smallest demand a node reports for a budget it holds (default 1 000 tokens).
     pub min_demand_tokens: u64,
-    /// Demand = tokens asked for in the last window, scaled to one TTL, times this (1.5).
+    /// Demand = tokens asked for since the last renewal, as a rate, times `spend_window`,
+    /// times this (1.5).
     pub demand_headroom: f64,
+    /// How many seconds of this node's observed spend one lease asks for (default 2 s). Short
+    /// leases keep the tail of a budget where the requests are instead of in idle replicas,
+    /// and bound what a crashed replica strands; the TTL only bounds how long a grant is valid.
+    pub spend_window: Duration,
+    /// Longest a request waits for a renewal its lease needs before it is refused (default
+    /// 2 s). A reachable ledger answers in milliseconds; the bound covers a slow one.
+    pub renewal_wait: Duration,
 }
 
 impl Default for LeaseConfig {
@@ -108,6 +122,8 @@ impl Default for LeaseConfig {
             renew_after_fraction: 0.5,
             min_demand_tokens: 1_000,
             demand_headroom: 1.5,
+            spend_window: Duration::from_secs(2),
+            renewal_wait: Duration::from_secs(2),
         }
     }
 }
@@ -120,6 +136,7 @@ impl LedgerConfig {
             advertise_addr: None,
             data_dir: data_dir.into(),
             cluster_secret: switchyard_core::Secret::default(),
+            cluster_id: DEFAULT_CLUSTER_ID.into(),
             raft: RaftTimings::default(),
             lease: LeaseConfig::default(),
             spend_flush_interval: Duration::from_secs(1),

@@ -1,7 +1,8 @@
 //! Prometheus families of one ledger node, registered on the registry passed at start.
 
 use prometheus::{
-    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
 
 /// Every branch the hot path and the lease keeper can take has a counter here.
@@ -18,6 +19,9 @@ pub struct LedgerMetrics {
     pub lease_local_expiries: IntCounter,
     pub lease_remaining_tokens: IntGaugeVec,
     pub lease_rate_share: IntGaugeVec,
+    pub lease_utilisation: GaugeVec,
+    pub budget_remaining_tokens: IntGaugeVec,
+    pub renewal_waits: IntCounterVec,
     pub lease_concurrency_share: IntGaugeVec,
     pub applied_lease_events: IntGaugeVec,
     pub applied_expiry_charged_tokens: IntGauge,
@@ -100,6 +104,30 @@ impl LedgerMetrics {
                 ),
                 &["pool"],
             )?,
+            lease_utilisation: GaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_lease_utilisation_ratio",
+                    "Share of this node's latest lease grant already spent, per budget scope \
+                     (0..1; what a replica holds unspent is 1 minus this times the grant)",
+                ),
+                &["pool"],
+            )?,
+            budget_remaining_tokens: IntGaugeVec::new(
+                Opts::new(
+                    "switchyard_ledger_budget_remaining_tokens",
+                    "Tokens of a budget's period not yet spent fleet-wide (limit - spent, as \
+                     applied here; leases held count as unspent), per budget scope",
+                ),
+                &["pool"],
+            )?,
+            renewal_waits: IntCounterVec::new(
+                Opts::new(
+                    "switchyard_ledger_renewal_waits_total",
+                    "Requests that waited for a renewal of their lease, by whether the renewal \
+                     covered them",
+                ),
+                &["outcome"],
+            )?,
             lease_concurrency_share: IntGaugeVec::new(
                 Opts::new(
                     "switchyard_ledger_lease_concurrency_share_requests",
@@ -165,6 +193,9 @@ impl LedgerMetrics {
         registry.register(Box::new(metrics.lease_remaining_tokens.clone()))?;
         registry.register(Box::new(metrics.lease_rate_share.clone()))?;
         registry.register(Box::new(metrics.lease_concurrency_share.clone()))?;
+        registry.register(Box::new(metrics.lease_utilisation.clone()))?;
+        registry.register(Box::new(metrics.budget_remaining_tokens.clone()))?;
+        registry.register(Box::new(metrics.renewal_waits.clone()))?;
         registry.register(Box::new(metrics.applied_lease_events.clone()))?;
         registry.register(Box::new(metrics.applied_expiry_charged_tokens.clone()))?;
         registry.register(Box::new(metrics.reserve_decisions.clone()))?;

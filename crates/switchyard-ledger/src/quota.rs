@@ -3,10 +3,13 @@
 
 use prometheus::IntCounter;
 use std::sync::Arc;
-use switchyard_core::{Purpose, QuotaError, QuotaLedger, QuotaScope, Reservation, SpendTags};
+use std::time::Duration;
+use switchyard_core::{
+    Purpose, QuotaError, QuotaLedger, QuotaScope, Reservation, ReserveFuture, SpendTags,
+};
 
 use crate::command::SplitKey;
-use crate::lease::{Decision, LeaseTable};
+use crate::lease::{Decision, LeaseTable, Refused};
 use crate::metrics::LedgerMetrics;
 use crate::spend::SpendAccumulator;
 
@@ -28,6 +31,10 @@ pub struct LedgerQuota {
     decisions: DecisionCounters,
     /// `spend_tokens{purpose, override}` resolved once: index = purpose * 2 + override.
     spend_tokens: Vec<IntCounter>,
+    /// Longest a request waits for a renewal its lease needs (`LeaseConfig::renewal_wait`).
+    renewal_wait: Duration,
+    waits_covered: IntCounter,
+    waits_uncovered: IntCounter,
 }
 
 fn spend_index(purpose: Purpose, under_override: bool) -> usize {
@@ -40,6 +47,7 @@ impl LedgerQuota {
         table: Arc<LeaseTable>,
         spend: Arc<SpendAccumulator>,
         metrics: Arc<LedgerMetrics>,
+        renewal_wait: Duration,
     ) -> Self {
         let counter = |label: &str| metrics.reserve_decisions.with_label_values(&[label]);
         let decisions = DecisionCounters {
@@ -62,12 +70,17 @@ impl LedgerQuota {
                 })
             })
             .collect();
+        let waits_covered = metrics.renewal_waits.with_label_values(&["covered"]);
+        let waits_uncovered = metrics.renewal_waits.with_label_values(&["uncovered"]);
         Self {
             table,
             spend,
             metrics,
             decisions,
             spend_tokens,
+            renewal_wait,
+            waits_covered,
+            waits_uncovered,
         }
     }
 
@@ -76,14 +89,13 @@ impl LedgerQuota {
     }
 }
 
-impl QuotaLedger for LedgerQuota {
-    fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Reservation, QuotaError> {
-        let decision = self.table.reserve(tags, tokens);
+impl LedgerQuota {
+    fn count(&self, decision: &Result<Decision, Refused>) {
         let counter = match decision {
             Ok(Decision::Override) => &self.decisions.over,
             Ok(Decision::Unbudgeted) => &self.decisions.unbudgeted,
             Ok(_) => &self.decisions.lease,
-            Err(ref refused) => match refused.decision {
+            Err(refused) => match refused.decision {
                 Decision::Exhausted => &self.decisions.exhausted,
                 Decision::Unreachable => &self.decisions.unreachable,
                 Decision::RateLimited => &self.decisions.rate_limited,
@@ -92,6 +104,13 @@ impl QuotaLedger for LedgerQuota {
             },
         };
         counter.inc();
+    }
+
+    fn answer(
+        tags: &SpendTags,
+        tokens: u64,
+        decision: Result<Decision, Refused>,
+    ) -> Result<Reservation, QuotaError> {
         match decision {
             Ok(decision) => Ok(Reservation {
                 tags: tags.clone(),
@@ -100,6 +119,56 @@ impl QuotaLedger for LedgerQuota {
             }),
             Err(refused) => Err(refused.error),
         }
+    }
+
+    /// Tries the lease; while it answers `Pending` (a renewal this request needs is under
+    /// way and the ledger is reachable), waits for the keeper's next renewal answer and
+    /// tries again, within `renewal_wait`. Still uncovered then, the request is refused as
+    /// over budget (429: what the fleet has left is in other replicas' leases), never as
+    /// unavailable: a quorum answered.
+    async fn reserve_waiting(
+        &self,
+        tags: &SpendTags,
+        tokens: u64,
+    ) -> Result<Reservation, QuotaError> {
+        let deadline = tokio::time::Instant::now() + self.renewal_wait;
+        let mut waited = false;
+        loop {
+            // Subscribed before trying, so an answer landing in between wakes the wait.
+            let mut renewal = self.table.watch_answers();
+            let decision = self.table.reserve(tags, tokens);
+            let pending = matches!(&decision, Err(r) if r.decision == Decision::Pending);
+            if !pending {
+                if waited && decision.is_ok() {
+                    self.waits_covered.inc();
+                } else if waited {
+                    self.waits_uncovered.inc();
+                }
+                self.count(&decision);
+                return Self::answer(tags, tokens, decision);
+            }
+            waited = true;
+            let woke = tokio::time::timeout_at(deadline, renewal.changed()).await;
+            if !matches!(woke, Ok(Ok(()))) {
+                self.waits_uncovered.inc();
+                let refused = self.table.held_elsewhere(tags);
+                let decision = Err(refused);
+                self.count(&decision);
+                return Self::answer(tags, tokens, decision);
+            }
+        }
+    }
+}
+
+impl QuotaLedger for LedgerQuota {
+    fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Reservation, QuotaError> {
+        let decision = self.table.reserve(tags, tokens);
+        self.count(&decision);
+        Self::answer(tags, tokens, decision)
+    }
+
+    fn reserve_or_wait<'a>(&'a self, tags: &'a SpendTags, tokens: u64) -> ReserveFuture<'a> {
+        Box::pin(self.reserve_waiting(tags, tokens))
     }
 
     fn settle(&self, reservation: Reservation, actual_tokens: u64) {

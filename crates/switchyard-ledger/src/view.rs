@@ -82,4 +82,8 @@ impl LedgerView {
     pub fn budget(&self, scope: &QuotaScope) -> Option<&PoolSummary> {
         self.pools.get(&PoolId::Budget(scope.clone()))
     }
+
+    pub fn pool(&self, id: &PoolId) -> Option<&PoolSummary> {
+        self.pools.get(id)
+    }
 }

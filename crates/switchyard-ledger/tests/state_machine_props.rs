@@ -177,7 +177,7 @@ impl Sim {
     fn check_real_spend(&self) {
         for (pool, spent) in &self.real_spent {
             let limit = match pool {
-                PoolId::Budget(_) => self.limit,
+                PoolId::Budget(_) | PoolId::Period(..) => self.limit,
                 PoolId::Override(id) => self.state.overrides.records[id].extra_tokens,
             };
             assert!(

@@ -29,8 +29,9 @@ pub(crate) fn threshold_code(
 }
 
 /// Reserves the estimate against `scope` and judges the resulting water level, so the check
-/// covers "spent + reserved + this request" with nothing but the ledger trait.
-pub(super) fn pass(
+/// covers "spent + reserved + this request" with nothing but the ledger trait. A replicated
+/// ledger may hold the request briefly while its local lease is renewed.
+pub(super) async fn pass(
     ledger: &dyn QuotaLedger,
     scope: &QuotaScope,
     tags: &RequestTags,
@@ -44,7 +45,8 @@ pub(super) fn pass(
         priority: tags.priority,
     };
     let reservation = ledger
-        .reserve(&spend, estimated_tokens)
+        .reserve_or_wait(&spend, estimated_tokens)
+        .await
         .map_err(|error| match error {
             QuotaError::Exhausted { .. } => Refusal::new(
                 StatusCode::TOO_MANY_REQUESTS,

@@ -16,7 +16,8 @@ pub(crate) struct ScopeGates {
     pub(crate) scope: QuotaScope,
     /// Reserve against the ledger for this scope. Always for the caller scope (spend is
     /// accounted even without a local budget: the ledger may know one); for a purpose scope
-    /// only when the config gives it a budget.
+    /// when the config gives it a budget or a token rate (a replicated ledger holds both as
+    /// one fleet-wide budget of that scope).
     pub(crate) reserve: bool,
     pub(crate) bucket: Option<Mutex<TokenBucket>>,
     pub(crate) in_flight: Option<Arc<Semaphore>>,
@@ -25,7 +26,8 @@ pub(crate) struct ScopeGates {
 
 impl ScopeGates {
     fn new(scope: QuotaScope, limits: &ScopeLimits, gates: &GatesConfig, now: Instant) -> Self {
-        let reserve = scope.purpose.is_none() || limits.has_budget();
+        let reserve =
+            scope.purpose.is_none() || limits.has_budget() || limits.tokens_per_minute.is_some();
         let bucket = limits.tokens_per_minute.map(|per_minute| {
             Mutex::new(TokenBucket::for_quota(
                 per_minute,

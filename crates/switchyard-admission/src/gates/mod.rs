@@ -50,7 +50,8 @@ impl GateChain {
                 estimated_tokens,
                 &self.config,
                 &mut holdings,
-            )?;
+            )
+            .await?;
         }
         let now = self.clock.now();
         for scope in gates.scopes(tags.purpose) {

@@ -15,8 +15,12 @@ pub struct ClusterConfig {
     /// Address other replicas use to reach this one; empty = the bound address.
     pub advertise_addr: String,
     /// Directory of the durable log and state (`ledger.redb`). Empty = a temporary directory,
-    /// deleted at exit: fine for a demo, never for production.
+    /// deleted at exit: only for a single node (a demo). Required with `members` or `join`: a
+    /// voter that forgets its vote and log on restart breaks Raft's safety.
     pub data_dir: String,
+    /// Name of the Raft group. The data dir is bound to it and to `node_id` on first start;
+    /// a replica pointed at another node's or another cluster's data dir refuses to start.
+    pub cluster_id: String,
     /// Shared secret on every ledger RPC; `SWITCHYARD_CLUSTER_SECRET` overrides it. Required
     /// with `members` or `join`; at least [`MIN_SECRET_LEN`] characters. Never serialised out.
     pub secret: Secret,
@@ -51,6 +55,7 @@ impl Default for ClusterConfig {
             raft_addr: "127.0.0.1:0".into(),
             advertise_addr: String::new(),
             data_dir: String::new(),
+            cluster_id: switchyard_ledger::config::DEFAULT_CLUSTER_ID.into(),
             secret: Secret::default(),
             members: Vec::new(),
             join: String::new(),
@@ -86,6 +91,9 @@ impl ClusterConfig {
                 format!("`{}` is not an ip:port address", self.raft_addr),
             ));
         }
+        if self.cluster_id.trim().is_empty() {
+            return Err(("cluster.cluster_id".into(), "must not be empty".into()));
+        }
         if !self.members.is_empty() && !self.join.is_empty() {
             return Err((
                 "cluster.join".into(),
@@ -107,8 +115,65 @@ impl ClusterConfig {
         Ok(())
     }
 
+    /// A replica of a group must keep its Raft vote and log across restarts. Checked when the
+    /// node starts, after flags (`--data-dir`, `--join`) have been laid over the file.
+    pub fn require_data_dir(&self) -> Result<(), (String, String)> {
+        if self.enabled && self.is_multi_node() && self.data_dir.trim().is_empty() {
+            return Err((
+                "cluster.data_dir".into(),
+                "is required with `members` or `join` (--data-dir): a replica of a group must \
+                 keep its Raft vote and log across restarts"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether this node talks to others (and so needs a shared secret).
     pub fn is_multi_node(&self) -> bool {
         self.members.len() > 1 || !self.join.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_of_a_group_needs_a_data_dir() {
+        let joining = ClusterConfig {
+            join: "127.0.0.1:7000".into(),
+            ..ClusterConfig::default()
+        };
+        assert_eq!(joining.validate(), Ok(()), "flags may still add a data dir");
+        let (field, message) = joining.require_data_dir().unwrap_err();
+        assert_eq!(field, "cluster.data_dir", "{message}");
+        let members = ClusterConfig {
+            members: vec![
+                ClusterMember {
+                    id: 1,
+                    addr: "127.0.0.1:7001".into(),
+                },
+                ClusterMember {
+                    id: 2,
+                    addr: "127.0.0.1:7002".into(),
+                },
+            ],
+            ..ClusterConfig::default()
+        };
+        assert_eq!(
+            members.require_data_dir().unwrap_err().0,
+            "cluster.data_dir"
+        );
+        let with_dir = ClusterConfig {
+            data_dir: "/var/lib/switchyard".into(),
+            ..members
+        };
+        assert_eq!(with_dir.require_data_dir(), Ok(()));
+        assert_eq!(
+            ClusterConfig::default().require_data_dir(),
+            Ok(()),
+            "a single node may run on a temporary directory"
+        );
     }
 }

@@ -28,6 +28,8 @@ pub enum ClusterError {
     MissingSecret,
     #[error("SWITCHYARD_CLUSTER_SECRET must be at least {MIN_SECRET_LEN} characters")]
     WeakSecret,
+    #[error("config error at `{field}`: {message}")]
+    Config { field: String, message: String },
 }
 
 /// A running ledger node and what keeps it company.
@@ -63,6 +65,9 @@ impl LedgerRuntime {
         } else {
             secret
         };
+        if let Err((field, message)) = config.require_data_dir() {
+            return Err(ClusterError::Config { field, message });
+        }
         let (data_dir, temp_dir) = if config.data_dir.is_empty() {
             let dir = tempfile::Builder::new()
                 .prefix("switchyard-ledger-")
@@ -75,6 +80,7 @@ impl LedgerRuntime {
         };
         let mut ledger_config = LedgerConfig::new(config.node_id, &config.raft_addr, data_dir);
         ledger_config.cluster_secret = secret.clone().into();
+        ledger_config.cluster_id = config.cluster_id.clone();
         if !config.advertise_addr.is_empty() {
             ledger_config.advertise_addr = Some(config.advertise_addr.clone());
         }
@@ -303,12 +309,12 @@ async fn align_audit_retention(node: &LedgerNode, wanted: u64) -> bool {
     }
 }
 
-/// The fleet-wide budget a scope's config asks for, if any. The ledger holds one budget per
-/// scope, so a scope with both a day and a month limit gets the day one. The rate and
-/// concurrency limits ride on it, so one fleet-wide rate holds however many replicas serve
-/// the caller (each replica's own bucket only bounds what it serves itself). A scope with a
-/// rate but no period budget gets a day budget of what that rate lets through in a day,
-/// which never binds before the rate does.
+/// The fleet-wide budget a scope's config asks for, if any: its day limit, else its month
+/// limit (a month limit next to a day limit is a second pool: `month_budget_from_config`).
+/// The rate and concurrency limits ride on it, so one fleet-wide rate holds however many
+/// replicas serve the caller (each replica's own bucket only bounds what it serves itself).
+/// A scope with a rate but no period budget gets a day budget of what that rate lets through
+/// in a day, which never binds before the rate does.
 pub(crate) fn budget_from_config(limits: &ScopeLimits, gates: &GatesConfig) -> Option<BudgetSpec> {
     // The same planning factor as the local token bucket: never plan for 100 % of the quota.
     let rate_tokens_per_s = limits.tokens_per_minute.map_or(0, |per_minute| {
@@ -320,22 +326,89 @@ pub(crate) fn budget_from_config(limits: &ScopeLimits, gates: &GatesConfig) -> O
         (None, Some(month)) => (month, MONTH_MS),
         (None, None) => (limits.tokens_per_minute?.saturating_mul(24 * 60), DAY_MS),
     };
+    let spec = period_budget(limit, period_ms)?;
+    Some(BudgetSpec {
+        rate_tokens_per_s,
+        max_concurrency,
+        ..spec
+    })
+}
+
+/// The month limit of a scope that has a day limit too: a second pool every request of the
+/// scope also spends from, so the month holds fleet-wide as well (enforced per replica it
+/// would be multiplied by the replica count).
+pub(crate) fn month_budget_from_config(limits: &ScopeLimits) -> Option<BudgetSpec> {
+    match (limits.tokens_per_day, limits.tokens_per_month) {
+        (Some(_), Some(month)) => period_budget(month, MONTH_MS),
+        _ => None,
+    }
+}
+
+fn period_budget(limit: u64, period_ms: u64) -> Option<BudgetSpec> {
     if limit == 0 {
         return None;
     }
     // No per-lease cap: a lease can never push spend past the limit anyway, and a cap
-    // starves a replica that serves a burst; a crashed node's lease is simply charged.
+    // starves a replica that serves a burst; leases are sized to a few seconds of spend.
     Some(BudgetSpec {
         period_ms,
-        rate_tokens_per_s,
-        max_concurrency,
+        rate_tokens_per_s: 0,
+        max_concurrency: 0,
         max_lease_tokens: 0,
-        max_debt_tokens: limit / 20,
+        // Covers settlement above the estimate (the estimate counts max_tokens, so only the
+        // prompt estimate can fall short). Every lease holds its allowance against the limit
+        // until it is reported, so a large one strands the end of the budget: 0.1 %.
+        max_debt_tokens: limit / 1000,
         ..BudgetSpec::daily(limit)
     })
 }
 
-/// Budgets in the config are starting values: a scope already in the ledger (perhaps changed
+/// One fleet-wide pool the config asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ConfiguredBudget {
+    pub scope: QuotaScope,
+    pub spec: BudgetSpec,
+    /// A second period limit of the scope (`Command::SetPeriodBudget`).
+    pub extra_period: bool,
+}
+
+/// Every pool the config asks for: each tenant's and each of its purposes' budget (a
+/// purpose-scoped limit enforced per replica would be multiplied by the replica count), and
+/// their month limits where a day limit is set too.
+pub(crate) fn configured_budgets(admission: &AdmissionConfig) -> Vec<ConfiguredBudget> {
+    let gates = &admission.gates;
+    let mut budgets = Vec::new();
+    let mut add = |scope: QuotaScope, limits: ScopeLimits| {
+        if let Some(spec) = budget_from_config(&limits, gates) {
+            budgets.push(ConfiguredBudget {
+                scope: scope.clone(),
+                spec,
+                extra_period: false,
+            });
+        }
+        if let Some(spec) = month_budget_from_config(&limits) {
+            budgets.push(ConfiguredBudget {
+                scope,
+                spec,
+                extra_period: true,
+            });
+        }
+    };
+    for tenant in &admission.tenants {
+        let caller = QuotaScope::caller(tenant.caller.as_str());
+        add(caller.clone(), tenant.limits(gates));
+        for purpose in &tenant.purposes {
+            let scope = QuotaScope {
+                purpose: Some(purpose.purpose),
+                ..caller.clone()
+            };
+            add(scope, purpose.limits(gates));
+        }
+    }
+    budgets
+}
+
+/// Budgets in the config are starting values: a pool already in the ledger (perhaps changed
 /// since with `switchyard ctl quota set`) keeps its replicated value.
 async fn seed_budgets(node: &LedgerNode, admission: &AdmissionConfig) -> Vec<QuotaScope> {
     let existing = match node.read(ReadQuery::Budgets).await {
@@ -343,18 +416,30 @@ async fn seed_budgets(node: &LedgerNode, admission: &AdmissionConfig) -> Vec<Quo
         Ok(_) | Err(_) => return Vec::new(),
     };
     let mut seeded = Vec::new();
-    for tenant in &admission.tenants {
-        let scope = QuotaScope::caller(tenant.caller.as_str());
-        let Some(spec) = budget_from_config(&tenant.limits(&admission.gates), &admission.gates)
-        else {
-            continue;
-        };
-        seeded.push(scope.clone());
-        if existing.iter().any(|b| b.scope == scope) {
+    for budget in configured_budgets(admission) {
+        if !seeded.contains(&budget.scope) {
+            seeded.push(budget.scope.clone());
+        }
+        let known = existing
+            .iter()
+            .any(|b| b.scope == budget.scope && b.spec.period_ms == budget.spec.period_ms);
+        if known {
             continue;
         }
-        if let Err(error) = node.set_budget(scope, spec, "config").await {
-            warn!(%error, caller = %tenant.caller, "budget from config not seeded");
+        let scope = budget.scope.clone();
+        let written = if budget.extra_period {
+            node.write(Command::SetPeriodBudget {
+                scope: budget.scope,
+                spec: budget.spec,
+                principal: "config".into(),
+            })
+            .await
+            .map(|_| ())
+        } else {
+            node.set_budget(budget.scope, budget.spec, "config").await
+        };
+        if let Err(error) = written {
+            warn!(%error, %scope, "budget from config not seeded");
         }
     }
     seeded

@@ -57,6 +57,7 @@ fn pools_json(state: &LedgerState) -> Vec<Value> {
             let (kind, scope, override_id) = match id {
                 PoolId::Budget(scope) => ("budget", Some(scope_json(scope)), None),
                 PoolId::Override(id) => ("override", None, Some(*id)),
+                PoolId::Period(scope, _) => ("period_budget", Some(scope_json(scope)), None),
             };
             let leases: Vec<Value> = pool
                 .leases

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::{Purpose, QuotaScope};
-use switchyard_ledger::{BudgetSpec, LedgerError, LedgerNode, ReadAnswer, ReadQuery};
+use switchyard_ledger::{BudgetSpec, BudgetStatus, LedgerError, LedgerNode, ReadAnswer, ReadQuery};
 
 use super::admin::{Right, authenticate, authorize};
 use crate::error::ApiError;
@@ -155,9 +155,28 @@ pub async fn quota(State(state): State<SharedState>, headers: HeaderMap) -> Json
         ReadAnswer::Ratios(ratios) => to_json(&ratios)?,
         _ => serde_json::Value::Null,
     };
-    Ok(Json(
-        json!({"budgets": to_json(&budgets)?, "spend_ratios": ratios}),
-    ))
+    let budgets: Vec<serde_json::Value> = budgets
+        .iter()
+        .map(budget_with_utilisation)
+        .collect::<Result<_, _>>()?;
+    Ok(Json(json!({"budgets": budgets, "spend_ratios": ratios})))
+}
+
+/// A budget as the ledger reports it, plus what an operator asks first: how much of the
+/// period is left, what share is spent, and how much of each replica's lease is used.
+fn budget_with_utilisation(budget: &BudgetStatus) -> Result<serde_json::Value, ApiError> {
+    let mut value = to_json(budget)?;
+    let limit = budget.spec.limit_tokens.max(1) as f64;
+    value["remaining_tokens"] = json!(budget.spec.limit_tokens.saturating_sub(budget.spent));
+    value["utilisation"] = json!(budget.spent as f64 / limit);
+    value["held_by_leases_tokens"] = json!(budget.committed.saturating_sub(budget.spent));
+    if let Some(leases) = value["leases"].as_array_mut() {
+        for (json_lease, lease) in leases.iter_mut().zip(&budget.leases) {
+            let granted = lease.granted_total.max(1) as f64;
+            json_lease["utilisation"] = json!(lease.used_reported as f64 / granted);
+        }
+    }
+    Ok(value)
 }
 
 #[derive(Deserialize)]
@@ -182,7 +201,7 @@ pub async fn set_quota(
     let request: SetBudget = parse(&body)?;
     let spec = BudgetSpec {
         max_lease_tokens: 0,
-        max_debt_tokens: request.tokens_per_day / 20,
+        max_debt_tokens: request.tokens_per_day / 1000,
         rate_tokens_per_s: request.tokens_per_second,
         max_concurrency: request.max_concurrency,
         ..BudgetSpec::daily(request.tokens_per_day)

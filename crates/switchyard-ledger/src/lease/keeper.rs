@@ -56,12 +56,23 @@ impl LeaseKeeper {
     fn publish_lease(&self, lease: &LocalLease) {
         let metrics = &self.core.metrics;
         let label = pool_label(&lease.pool);
-        let remaining = lease.snapshot().remaining(self.table.clock().now());
+        let snapshot = lease.snapshot();
+        let remaining = snapshot.remaining(self.table.clock().now());
         metrics
             .lease_remaining_tokens
             .with_label_values(&[&label])
             .set(gauge(remaining));
-        if matches!(lease.pool, PoolId::Budget(_)) {
+        if !matches!(lease.pool, PoolId::Override(_)) {
+            metrics
+                .lease_utilisation
+                .with_label_values(&[&label])
+                .set(snapshot.utilisation());
+            if let Some(pool) = self.table.view().pool(&lease.pool) {
+                metrics
+                    .budget_remaining_tokens
+                    .with_label_values(&[&label])
+                    .set(gauge(pool.limit.saturating_sub(pool.spent)));
+            }
             let shares = lease.shares();
             let share = |value: u64| match value {
                 UNLIMITED_SHARE => -1,
@@ -112,14 +123,15 @@ impl LeaseKeeper {
             .map(|at| now.saturating_duration_since(at))
             .unwrap_or(self.config.check_interval)
             .max(self.config.check_interval);
-        let ttl = self.config.ttl.as_secs_f64();
-        let per_ttl = s.asked as f64 / window.as_secs_f64() * ttl * self.config.demand_headroom;
+        let sized_for = self.config.spend_window.min(self.config.ttl).as_secs_f64();
+        let per_window =
+            s.asked as f64 / window.as_secs_f64() * sized_for * self.config.demand_headroom;
         let floor = if is_override {
             s.asked.max(1)
         } else {
             self.config.min_demand_tokens
         };
-        let demand = (per_ttl as u64).max(floor);
+        let demand = (per_window as u64).max(floor);
         let live = s.deadline.is_some_and(|d| now < d);
         let old = s.renewed_at.is_none_or(|at| {
             now.saturating_duration_since(at)
@@ -166,6 +178,7 @@ impl LeaseKeeper {
         };
         self.table
             .set_reachable(!matches!(&result, Err(e) if LedgerError::is_unavailable(e)));
+        self.table.note_answer();
         self.core
             .metrics
             .lease_requests
@@ -210,5 +223,6 @@ pub(crate) fn pool_label(pool: &PoolId) -> String {
     match pool {
         PoolId::Budget(scope) => scope.to_string(),
         PoolId::Override(id) => format!("override-{id}"),
+        PoolId::Period(scope, period_ms) => format!("{scope}@{period_ms}ms"),
     }
 }

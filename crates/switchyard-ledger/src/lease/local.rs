@@ -55,6 +55,16 @@ pub struct LeaseSnapshot {
 }
 
 impl LeaseSnapshot {
+    /// Share of the latest grant spent since it arrived (0 with nothing granted).
+    pub fn utilisation(&self) -> f64 {
+        let fresh = self.granted_at_renewal.saturating_sub(self.used_at_renewal);
+        if fresh == 0 {
+            return 0.0;
+        }
+        let used = self.used_total.saturating_sub(self.used_at_renewal);
+        (used as f64 / fresh as f64).min(1.0)
+    }
+
     pub fn remaining(&self, now: Instant) -> u64 {
         match self.deadline {
             Some(deadline) if now < deadline => self.granted_total.saturating_sub(self.used_total),
@@ -81,6 +91,12 @@ impl LocalLease {
         }
     }
 
+    /// Whether the ledger refused this lease recently and will not be asked again before
+    /// `next_attempt` (waiting for a renewal would wait for nothing).
+    pub fn backing_off(&self, now: Instant) -> bool {
+        self.counters.lock().next_attempt.is_some_and(|at| now < at)
+    }
+
     pub fn shares(&self) -> &ShareLimiter {
         &self.shares
     }
@@ -104,8 +120,10 @@ impl LocalLease {
         c.starved |= no_share;
     }
 
-    /// Hot path: takes `tokens` if the lease is live and has them.
-    pub fn try_reserve(&self, tokens: u64, now: Instant) -> Result<(), LeaseMiss> {
+    /// Hot path: takes `tokens` if the lease is live and has them. Answers whether this
+    /// reservation used up the first half of what the last grant added: then the keeper should
+    /// renew now rather than at its next look, so the lease does not run dry under load.
+    pub fn try_reserve(&self, tokens: u64, now: Instant) -> Result<bool, LeaseMiss> {
         let mut c = self.counters.lock();
         c.asked = c.asked.saturating_add(tokens);
         let Some(deadline) = c.deadline else {
@@ -120,9 +138,12 @@ impl LocalLease {
             c.starved = true;
             return Err(LeaseMiss::Short);
         }
+        let fresh = c.granted_at_renewal.saturating_sub(c.used_at_renewal);
+        let half = c.used_at_renewal.saturating_add(fresh / 2);
+        let crossed_half = c.used_total < half && c.used_total + tokens >= half;
         c.used_total += tokens;
         c.inflight += tokens;
-        Ok(())
+        Ok(crossed_half)
     }
 
     /// Replaces an estimate by the real count. Overshoot goes into debt up to the lease's
@@ -275,9 +296,14 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::NoLease));
         lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::from_secs(1), t0);
-        assert_eq!(lease.try_reserve(60, t0), Ok(()));
+        assert_eq!(lease.try_reserve(40, t0), Ok(false));
+        assert_eq!(
+            lease.try_reserve(20, t0),
+            Ok(true),
+            "crosses half the grant"
+        );
         assert_eq!(lease.try_reserve(50, t0), Err(LeaseMiss::Short));
-        assert_eq!(lease.try_reserve(40, t0), Ok(()));
+        assert_eq!(lease.try_reserve(40, t0), Ok(false));
         let late = t0 + Duration::from_secs(9);
         assert_eq!(lease.try_reserve(0, late), Err(LeaseMiss::Expired));
     }

@@ -4,39 +4,27 @@
 
 pub(crate) mod keeper;
 mod local;
+mod set;
 mod shares;
 
 pub use local::{LeaseMiss, LeaseSnapshot, LocalLease};
+pub(crate) use set::LeaseSet;
 pub use shares::{BURST, ShareLimiter, ShareMiss, UNLIMITED_SHARE};
 
 use arc_swap::ArcSwap;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 use switchyard_core::{Clock, FleetLimit, QuotaError, QuotaScope, SpendTags};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::command::PoolId;
-use crate::view::{ActiveOverride, LedgerView};
+use crate::view::LedgerView;
 
 /// Reason given when the lease ran out and the ledger cannot be reached (SPEC §5).
 pub const UNREACHABLE_REASON: &str = "quota_ledger_unreachable";
 /// Reason given while the first lease of a budget (or a bigger one) is being fetched.
 pub const PENDING_REASON: &str = "quota_lease_pending";
-
-#[derive(Default)]
-pub(crate) struct LeaseSet {
-    pub budgets: HashMap<QuotaScope, Arc<LocalLease>>,
-    pub overrides: Vec<(ActiveOverride, Arc<LocalLease>)>,
-}
-
-impl LeaseSet {
-    pub fn all(&self) -> impl Iterator<Item = &Arc<LocalLease>> {
-        self.budgets
-            .values()
-            .chain(self.overrides.iter().map(|(_, lease)| lease))
-    }
-}
 
 /// Which way a reservation went (each is a metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +54,9 @@ pub struct LeaseTable {
     view: Arc<ArcSwap<LedgerView>>,
     reachable: AtomicBool,
     kick: Notify,
+    /// Counts the keeper's renewal attempts (whatever their outcome): what a request waiting
+    /// for a renewal watches.
+    answers: watch::Sender<u64>,
 }
 
 impl LeaseTable {
@@ -76,6 +67,7 @@ impl LeaseTable {
             view,
             reachable: AtomicBool::new(true),
             kick: Notify::new(),
+            answers: watch::Sender::new(0),
         }
     }
 
@@ -103,56 +95,35 @@ impl LeaseTable {
         self.reachable.load(Ordering::Relaxed)
     }
 
-    /// Matches the local leases to the pools in the applied view: a lease per budget and per
-    /// active override, kept across calls so counters survive; gone pools are dropped.
+    /// Matches the local leases to the pools in the applied view: a lease per budget, per
+    /// extra period limit and per active override, kept across calls so counters survive;
+    /// gone pools are dropped.
     pub(crate) fn sync_with_view(&self) -> bool {
         let view = self.view.load();
-        let current = self.set.load();
-        let same_budgets = current.budgets.len()
-            == view
-                .pools
-                .keys()
-                .filter(|p| matches!(p, PoolId::Budget(_)))
-                .count()
-            && current
-                .budgets
-                .keys()
-                .all(|scope| view.budget(scope).is_some());
-        let same_overrides = current.overrides.len() == view.active_overrides.len()
-            && current
-                .overrides
-                .iter()
-                .zip(&view.active_overrides)
-                .all(|((a, _), b)| a == b);
-        if same_budgets && same_overrides {
-            return false;
-        }
-        let mut next = LeaseSet::default();
-        for pool in view.pools.keys() {
-            if let PoolId::Budget(scope) = pool {
-                let lease =
-                    current.budgets.get(scope).cloned().unwrap_or_else(|| {
-                        Arc::new(LocalLease::new(pool.clone(), self.clock.now()))
-                    });
-                next.budgets.insert(scope.clone(), lease);
+        match self.set.load().synced(&view, self.clock.now()) {
+            Some(next) => {
+                self.set.store(Arc::new(next));
+                true
             }
+            None => false,
         }
-        for active in &view.active_overrides {
-            let pool = PoolId::Override(active.id);
-            let lease = current
-                .overrides
-                .iter()
-                .find(|(o, _)| o.id == active.id)
-                .map(|(_, lease)| lease.clone())
-                .unwrap_or_else(|| Arc::new(LocalLease::new(pool, self.clock.now())));
-            next.overrides.push((active.clone(), lease));
-        }
-        self.set.store(Arc::new(next));
-        true
+    }
+
+    /// Called by the keeper after every renewal attempt, once the lease and the
+    /// reachability flag show its outcome, so waiting requests look again.
+    pub(crate) fn note_answer(&self) {
+        self.answers.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes at the keeper's next renewal answer. Subscribe before trying the lease, so an
+    /// answer in between is not missed.
+    pub(crate) fn watch_answers(&self) -> watch::Receiver<u64> {
+        self.answers.subscribe()
     }
 
     /// The hot path: a slot within this node's rate and concurrency shares, then tokens from
-    /// the local lease, then from a covering override.
+    /// the local lease and every extra period limit of the scope, then from a covering
+    /// override.
     pub(crate) fn reserve(&self, tags: &SpendTags, tokens: u64) -> Result<Decision, Refused> {
         let set = self.set.load();
         let now = self.clock.now();
@@ -163,10 +134,21 @@ impl LeaseTable {
             lease.note_refused_demand(tokens);
             return Err(share_refusal(tags, miss));
         }
-        let miss = match budget {
+        let missed = match budget {
             Some(lease) => match lease.try_reserve(tokens, now) {
-                Ok(()) => return Ok(Decision::Lease),
-                Err(miss) => miss,
+                Ok(renew_now) => match reserve_periods(&set, &tags.scope, tokens, now) {
+                    Ok(periods_renew_now) => {
+                        if renew_now || periods_renew_now {
+                            self.kick.notify_one();
+                        }
+                        return Ok(Decision::Lease);
+                    }
+                    Err((period, miss)) => {
+                        lease.settle(tokens, 0);
+                        (Some(period), miss)
+                    }
+                },
+                Err(miss) => (Some(lease.clone()), miss),
             },
             None => {
                 let view = self.view.load();
@@ -174,7 +156,7 @@ impl LeaseTable {
                     return Ok(Decision::Unbudgeted);
                 }
                 self.kick.notify_one();
-                LeaseMiss::NoLease
+                (None, LeaseMiss::NoLease)
             }
         };
         for (active, lease) in &set.overrides {
@@ -187,10 +169,25 @@ impl LeaseTable {
         if let Some(lease) = budget {
             lease.release_shares(tokens, 0);
         }
-        Err(self.refusal(tags, miss))
+        let (lease, miss) = missed;
+        let pool = PoolId::Budget(tags.scope.clone());
+        let pool = lease.as_ref().map_or(&pool, |l| &l.pool);
+        Err(self.refusal(tags, pool, lease.as_deref(), miss, tokens, now))
     }
 
-    fn refusal(&self, tags: &SpendTags, miss: LeaseMiss) -> Refused {
+    /// Why the lease of `pool` could not pay. While the ledger is reachable the answer is
+    /// never "unavailable" for good: `Pending` means a renewal was asked for that may cover
+    /// the request (the caller may wait for it); when nothing the ledger could grant would
+    /// cover it, the budget is spent or held by other replicas for now (429).
+    fn refusal(
+        &self,
+        tags: &SpendTags,
+        pool: &PoolId,
+        lease: Option<&LocalLease>,
+        miss: LeaseMiss,
+        tokens: u64,
+        now: Instant,
+    ) -> Refused {
         let view = self.view.load();
         let reachable = self.ledger_reachable();
         let unavailable = |decision, reason: &str| Refused {
@@ -202,15 +199,16 @@ impl LeaseTable {
         if !reachable && miss != LeaseMiss::Short {
             return unavailable(Decision::Unreachable, UNREACHABLE_REASON);
         }
-        if let Some(pool) = view.budget(&tags.scope).filter(|p| p.committed >= p.limit) {
-            return Refused {
-                decision: Decision::Exhausted,
-                error: QuotaError::Exhausted {
-                    scope: tags.scope.clone(),
-                    limit: pool.limit,
-                    used: pool.committed,
-                },
-            };
+        if let Some(summary) = view.pool(pool) {
+            let left = lease.map_or(0, |l| l.snapshot().remaining(now));
+            let could_grant = summary
+                .limit
+                .saturating_sub(summary.committed)
+                .saturating_add(left);
+            let refused_lately = lease.is_some_and(|l| l.backing_off(now));
+            if could_grant < tokens || refused_lately {
+                return exhausted(tags, summary.limit, summary.committed);
+            }
         }
         self.kick.notify_one();
         if reachable {
@@ -220,8 +218,23 @@ impl LeaseTable {
         }
     }
 
-    /// Settles against the lease the reservation came from; answers tokens beyond the debt
-    /// allowance (0 when unbudgeted).
+    /// The final word on a request that waited for a renewal in vain while the ledger was
+    /// reachable: whatever the fleet still holds is in other replicas' leases.
+    pub(crate) fn held_elsewhere(&self, tags: &SpendTags) -> Refused {
+        let view = self.view.load();
+        match view.budget(&tags.scope) {
+            Some(pool) => exhausted(tags, pool.limit, pool.committed.max(pool.spent)),
+            None => Refused {
+                decision: Decision::Pending,
+                error: QuotaError::Unavailable {
+                    reason: PENDING_REASON.to_owned(),
+                },
+            },
+        }
+    }
+
+    /// Settles against the lease the reservation came from (and the scope's extra period
+    /// limits); answers tokens beyond the debt allowance (0 when unbudgeted).
     pub(crate) fn settle(
         &self,
         tags: &SpendTags,
@@ -235,35 +248,48 @@ impl LeaseTable {
         if let Some(budget) = set.budgets.get(&tags.scope) {
             budget.release_shares(estimate, actual);
         }
-        let lease = if under_override {
-            set.overrides
+        if under_override {
+            return set
+                .overrides
                 .iter()
                 .filter(|(o, _)| o.covers(&tags.scope.caller, tags.purpose))
                 .map(|(_, lease)| lease)
                 .find(|lease| lease.snapshot().inflight >= estimate)
-        } else {
-            set.budgets.get(&tags.scope)
+                .map_or(0, |lease| lease.settle(estimate, actual));
+        }
+        let Some(budget) = set.budgets.get(&tags.scope) else {
+            return 0;
         };
-        lease.map_or(0, |lease| lease.settle(estimate, actual))
+        let overrun = budget.settle(estimate, actual);
+        for period in set.periods.get(&tags.scope).into_iter().flatten() {
+            period.settle(estimate, actual);
+        }
+        overrun
     }
 
-    /// `(spent + this node's unreported use) / limit`; other nodes' use since their last
-    /// renewal shows up when they renew (at most half a TTL later).
+    /// `(spent + this node's unreported use) / limit`, the highest over the scope's budget
+    /// and its extra period limits; other nodes' use since their last renewal shows up when
+    /// they renew.
     pub(crate) fn water_level(&self, scope: &QuotaScope) -> Option<f64> {
         let view = self.view.load();
-        let pool = view.budget(scope)?;
-        let local = self
-            .set
-            .load()
-            .budgets
-            .get(scope)
-            .map(|lease| {
+        let set = self.set.load();
+        let level = |pool: &PoolId, lease: Option<&Arc<LocalLease>>| {
+            let summary = view.pool(pool)?;
+            let local = lease.map_or(0, |lease| {
                 let s = lease.snapshot();
                 s.used_total.saturating_sub(s.used_at_renewal)
-            })
-            .unwrap_or(0);
-        let used = pool.spent.saturating_add(local);
-        Some(used as f64 / pool.limit.max(1) as f64)
+            });
+            let used = summary.spent.saturating_add(local);
+            Some(used as f64 / summary.limit.max(1) as f64)
+        };
+        let budget = level(&PoolId::Budget(scope.clone()), set.budgets.get(scope))?;
+        let periods = set
+            .periods
+            .get(scope)
+            .into_iter()
+            .flatten()
+            .filter_map(|lease| level(&lease.pool, Some(lease)));
+        Some(periods.fold(budget, f64::max))
     }
 
     /// This node's rate and concurrency shares of a budget: `(tokens/s, requests, in flight)`.
@@ -281,6 +307,43 @@ impl LeaseTable {
     /// This node's lease on a budget, for tests and status pages.
     pub fn lease_snapshot(&self, scope: &QuotaScope) -> Option<LeaseSnapshot> {
         self.set.load().budgets.get(scope).map(|l| l.snapshot())
+    }
+}
+
+/// Takes `tokens` from every extra period lease of `scope`, or from none: answers whether one
+/// should be renewed now, or the lease that could not pay.
+fn reserve_periods(
+    set: &LeaseSet,
+    scope: &QuotaScope,
+    tokens: u64,
+    now: Instant,
+) -> Result<bool, (Arc<LocalLease>, LeaseMiss)> {
+    let Some(periods) = set.periods.get(scope) else {
+        return Ok(false);
+    };
+    let mut renew_now = false;
+    for (taken, lease) in periods.iter().enumerate() {
+        match lease.try_reserve(tokens, now) {
+            Ok(renew) => renew_now |= renew,
+            Err(miss) => {
+                for earlier in &periods[..taken] {
+                    earlier.settle(tokens, 0);
+                }
+                return Err((lease.clone(), miss));
+            }
+        }
+    }
+    Ok(renew_now)
+}
+
+fn exhausted(tags: &SpendTags, limit: u64, used: u64) -> Refused {
+    Refused {
+        decision: Decision::Exhausted,
+        error: QuotaError::Exhausted {
+            scope: tags.scope.clone(),
+            limit,
+            used,
+        },
     }
 }
 

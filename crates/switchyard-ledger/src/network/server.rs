@@ -4,6 +4,7 @@
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -12,7 +13,7 @@ use axum::routing::post;
 use serde::Serialize;
 use std::sync::Arc;
 
-use super::{FROM_HEADER, SECRET_HEADER};
+use super::{FROM_HEADER, MAX_RPC_BODY_BYTES, SECRET_HEADER};
 use crate::codec::{decode, encode};
 use crate::command::WriteRequest;
 use crate::error::WireError;
@@ -27,6 +28,7 @@ pub(crate) fn router(core: Arc<LedgerCore>) -> Router {
         .route("/ledger/write", post(write))
         .route("/ledger/read", post(read))
         .route("/ledger/membership", post(membership))
+        .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(middleware::from_fn_with_state(core.clone(), guard))
         .with_state(core)
 }

@@ -29,11 +29,11 @@ use crate::error::LedgerError;
 use crate::lease::LeaseTable;
 use crate::lease::keeper::LeaseKeeper;
 use crate::metrics::LedgerMetrics;
-use crate::network::{FaultSwitch, HttpTransport, NetworkFactory, server};
+use crate::network::{FaultSwitch, HttpTransport, NetworkFactory, SNAPSHOT_CHUNK_BYTES, server};
 use crate::quota::LedgerQuota;
 use crate::raft_types::LedgerRaft;
 use crate::spend::{SpendAccumulator, SpendReporter};
-use crate::store::{LogStore, StateMachineStore, StoreEvents, open_database};
+use crate::store::{LogStore, StateMachineStore, StoreEvents, identity, open_database};
 use crate::view::LedgerView;
 
 /// What `status` reports (local view, not linearizable).
@@ -73,6 +73,7 @@ impl LedgerNode {
         }
         let metrics = Arc::new(LedgerMetrics::register(registry)?);
         let db = open_database(&config.data_dir)?;
+        identity::bind(&db, config.node_id, &config.cluster_id)?;
         let log_store = LogStore::new(db.clone());
         let committed = log_store.committed_index();
         let view = Arc::new(ArcSwap::from_pointee(LedgerView::default()));
@@ -108,12 +109,13 @@ impl LedgerNode {
             config.rpc_timeout,
         ));
         let raft_config = Config {
-            cluster_name: "switchyard-ledger".into(),
+            cluster_name: config.cluster_id.clone(),
             heartbeat_interval: config.raft.heartbeat_interval_ms,
             election_timeout_min: config.raft.election_timeout_min_ms,
             election_timeout_max: config.raft.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.raft.snapshot_after_logs),
             max_in_snapshot_log_to_keep: config.raft.logs_kept_after_snapshot,
+            snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
             install_snapshot_timeout: u64::try_from(config.rpc_timeout.as_millis())
                 .unwrap_or(1000)
                 .max(200),
@@ -183,7 +185,12 @@ impl LedgerNode {
             pending: None,
         };
         let reporter_task = tokio::spawn(reporter.run(shutdown_rx));
-        let quota = Arc::new(LedgerQuota::new(table, spend, metrics));
+        let quota = Arc::new(LedgerQuota::new(
+            table,
+            spend,
+            metrics,
+            config.lease.renewal_wait,
+        ));
         Ok(Self {
             core,
             quota,

@@ -60,7 +60,8 @@ pub fn answer(state: &LedgerState, query: &ReadQuery) -> ReadAnswer {
                 .pools
                 .iter()
                 .filter_map(|(id, pool)| match id {
-                    crate::command::PoolId::Budget(scope) => Some(BudgetStatus {
+                    crate::command::PoolId::Budget(scope)
+                    | crate::command::PoolId::Period(scope, _) => Some(BudgetStatus {
                         scope: scope.clone(),
                         spec: pool.spec.clone(),
                         spent: pool.spent,

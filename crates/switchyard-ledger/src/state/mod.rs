@@ -69,28 +69,36 @@ impl LedgerState {
                 scope,
                 spec,
                 principal,
+            } => self.set_budget(
+                now,
+                PoolId::Budget(scope.clone()),
+                spec,
+                principal,
+                format!("budget {scope}"),
+            ),
+            Command::SetPeriodBudget {
+                scope,
+                spec,
+                principal,
             } => {
-                if spec.limit_tokens == 0 {
-                    return rejected("a budget needs a positive limit");
+                if spec.period_ms == 0 {
+                    return rejected("a period budget needs a period");
                 }
-                let id = PoolId::Budget(scope.clone());
-                match self.pools.get_mut(&id) {
-                    Some(pool) => pool.set_spec(spec.clone()),
-                    None => {
-                        self.pools.insert(id, Pool::new(spec.clone(), now, None));
-                    }
-                }
-                self.overrides.audit(
+                self.set_budget(
                     now,
+                    PoolId::Period(scope.clone(), spec.period_ms),
+                    spec,
                     principal,
-                    AuditAction::BudgetSet,
-                    format!("budget {scope}"),
-                    format!("{spec:?}"),
-                );
-                CommandResponse::Done
+                    format!("budget {scope} per {} ms", spec.period_ms),
+                )
             }
             Command::RemoveBudget { scope, principal } => {
-                if self.pools.remove(&PoolId::Budget(scope.clone())).is_none() {
+                let before = self.pools.len();
+                self.pools.retain(|id, _| match id {
+                    PoolId::Budget(s) | PoolId::Period(s, _) => s != scope,
+                    PoolId::Override(_) => true,
+                });
+                if self.pools.len() == before {
                     return rejected(&format!("no budget for {scope}"));
                 }
                 self.overrides.audit(
@@ -216,6 +224,33 @@ impl LedgerState {
             }
             Command::Tick => CommandResponse::Done,
         }
+    }
+
+    fn set_budget(
+        &mut self,
+        now: u64,
+        id: PoolId,
+        spec: &BudgetSpec,
+        principal: &str,
+        target: String,
+    ) -> CommandResponse {
+        if spec.limit_tokens == 0 {
+            return rejected("a budget needs a positive limit");
+        }
+        match self.pools.get_mut(&id) {
+            Some(pool) => pool.set_spec(spec.clone()),
+            None => {
+                self.pools.insert(id, Pool::new(spec.clone(), now, None));
+            }
+        }
+        self.overrides.audit(
+            now,
+            principal,
+            AuditAction::BudgetSet,
+            target,
+            format!("{spec:?}"),
+        );
+        CommandResponse::Done
     }
 
     fn advance_time(&mut self) {

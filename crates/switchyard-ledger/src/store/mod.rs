@@ -2,6 +2,7 @@
 //! its snapshots ([`StateMachineStore`]). Both share one database file in the data dir; every
 //! write that openraft waits on is a durable (fsync) commit before it is acknowledged.
 
+pub mod identity;
 mod log_store;
 mod state_machine;
 
@@ -31,6 +32,15 @@ pub enum StoreError {
     Redb(Box<redb::Error>),
     #[error(transparent)]
     Codec(#[from] CodecError),
+    #[error(
+        "the data dir belongs to {field} {stored}, but this node is configured as {configured}; \
+         point it at its own data dir (or an empty one for a new member)"
+    )]
+    Identity {
+        field: &'static str,
+        stored: String,
+        configured: String,
+    },
     #[error("blocking storage task failed: {0}")]
     Join(String),
 }

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# How much of one tenant's budget three replicas serve. Three gateway processes form one Raft
+# group (node 1 bootstraps, the others --join; each its own data dir), in front of 4
+# simulated workers; one tenant with a 150,000-token daily budget; a client
+# (budget_client.py) sends RATE req/s (Poisson), each to one replica drawn at random, until
+# well after the budget is spent, and counts the tokens the clients received.
+#   no_faults:  nothing else happens.
+#   leader_kill: the Raft leader is SIGKILLed at KILL_AT s and restarted on its data dir at
+#                RESTART_AT s (a refused connection is retried once on another replica).
+# Per case: tokens served / budget, answers by status, and each replica's view of the spend
+# (limit - switchyard_ledger_budget_remaining_tokens from its own applied state) once the
+# leases have been reported or expired. Writes budget_utilisation.md.
+#
+# Bounded: 2 cases of DURATION s (default 50) plus start-up and settling, about 3 minutes.
+source "$(dirname "$0")/lib.sh"
+fig_init budget_utilisation
+
+RATE="${RATE:-80}"
+DURATION="${DURATION:-50}"
+SEED="${SEED:-7}"
+BUDGET="${BUDGET:-150000}"
+KILL_AT="${KILL_AT:-10}"
+RESTART_AT="${RESTART_AT:-16}"
+CASES="${CASES:-no_faults leader_kill}"
+BASE="${FIG_PORT_BASE:-23000}"
+GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)))
+RAFT_PORTS=($((BASE + 5)) $((BASE + 6)) $((BASE + 7)))
+SIM_PORTS=($((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
+require_ports "${GW_PORTS[@]}" "${RAFT_PORTS[@]}" "${SIM_PORTS[@]}"
+CLIENT="python3 $FIG_DIR/budget_client.py"
+TENANT_KEY="sk-budget-figure"
+COMMANDS=()
+
+CONFIG="$FIG_DATA/budget.toml"
+cat >"$CONFIG" <<TOML
+# The figure measures the ledger, not graded shedding: spend up to 100 % of the budget.
+[admission.gates]
+soft_limit = 1.0
+hard_limit = 1.0
+
+[[admission.tenants]]
+api_key = "$TENANT_KEY"
+caller = "acme"
+max_priority = "P1"
+tokens_per_day = $BUDGET
+TOML
+GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-budget-utilisation)
+
+record() {
+    local line
+    line="$(printf '%q ' "$@")"
+    line="${line//$BIN_DIR/target/release}"
+    line="${line//$FIG_DIR/benches/figures}"
+    line="${line//$FIG_WORK/\$WORK}"
+    COMMANDS+=("${line% }")
+}
+
+# start_node I CASE: gateway I (0-based) with its own data dir; sets GW_PID.
+start_node() {
+    local i="$1" case_name="$2"
+    local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}"
+        --data-dir "$FIG_WORK/$case_name-node$((i + 1))")
+    if ((i > 0)); then node+=(--join "127.0.0.1:${RAFT_PORTS[0]}"); fi
+    record env SWITCHYARD_CLUSTER_SECRET=... "$GATEWAY_BIN" serve --config "$CONFIG" \
+        --host 127.0.0.1 --port "${GW_PORTS[$i]}" "${URLS[@]}" "${node[@]}"
+    start_gateway "$case_name-gateway-$i" "${GW_PORTS[$i]}" "$CONFIG" "${URLS[@]}" "${node[@]}"
+}
+
+leader_index() {
+    admin GET "${GW_PORTS[0]}" /admin/cluster | python3 -c '
+import json, sys
+print(int(json.load(sys.stdin)["leader"]) - 1)'
+}
+
+# spent_on PORT: this replica's applied view of the tenant's spend.
+spent_on() {
+    local remaining
+    remaining="$(curl -fsS --max-time 5 "http://127.0.0.1:$1/metrics" |
+        awk '/^switchyard_ledger_budget_remaining_tokens\{pool="acme"\}/ {print $2}')"
+    echo $((BUDGET - ${remaining:-$BUDGET}))
+}
+
+CASE_JSON=()
+run_case() {
+    local case_name="$1" pids=() i
+    URLS=()
+    for i in 0 1 2 3; do
+        start_sim "$case_name-sim-$i" "${SIM_PORTS[$i]}" --time-scale 0.05
+        pids+=("$SIM_PID")
+        URLS+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+    done
+    local gw=()
+    for i in 0 1 2; do
+        start_node "$i" "$case_name"
+        gw+=("$GW_PID")
+    done
+    for i in 0 1 2; do wait_routable "${GW_PORTS[$i]}" 4; done
+    # Three voters and every replica holding a lease on the budget.
+    local tries=150
+    until [[ "$(admin GET "${GW_PORTS[0]}" /admin/cluster | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["voters"]))')" == 3 ]]; do
+        tries=$((tries - 1)); ((tries > 0)) || { echo "no 3 voters" >&2; exit 1; }
+        sleep 0.2
+    done
+    sleep 3
+    echo "[budget_utilisation] $case_name" >&2
+    local out="$FIG_DATA/$case_name.client.json"
+    local targets="http://127.0.0.1:${GW_PORTS[0]},http://127.0.0.1:${GW_PORTS[1]},http://127.0.0.1:${GW_PORTS[2]}"
+    record $CLIENT run --targets "$targets" --key "$TENANT_KEY" --rate "$RATE" \
+        --duration "$DURATION" --seed "$SEED" --out "$out"
+    $CLIENT run --targets "$targets" --key "$TENANT_KEY" --rate "$RATE" \
+        --duration "$DURATION" --seed "$SEED" --out "$out" &
+    local client=$!
+    FIG_PIDS+=("$client")
+    if [[ "$case_name" == leader_kill ]]; then
+        sleep "$KILL_AT"
+        local leader
+        leader="$(leader_index)"
+        echo "[budget_utilisation] SIGKILL node $((leader + 1)) at ${KILL_AT}s" >&2
+        stop_pid "${gw[$leader]}" KILL
+        sleep $((RESTART_AT - KILL_AT))
+        echo "[budget_utilisation] restart node $((leader + 1)) at ${RESTART_AT}s" >&2
+        start_node "$leader" "$case_name"
+        gw[$leader]="$GW_PID"
+    fi
+    wait "$client" || true
+    stop_pid "$client"
+    # Leases are reported at their next renewal or charged when they expire (10 s TTL).
+    sleep 12
+    local spent=()
+    for i in 0 1 2; do
+        spent+=("$(spent_on "${GW_PORTS[$i]}")")
+        save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$case_name.gateway-$i.metrics.txt"
+    done
+    admin GET "${GW_PORTS[0]}" /admin/quota >"$FIG_DATA/$case_name.quota.json" || true
+    CASE_JSON+=("{\"name\": \"$case_name\", \"budget\": $BUDGET, \"client\": $(cat "$out"), \"spent_per_replica\": [${spent[0]}, ${spent[1]}, ${spent[2]}]}")
+    for i in "${gw[@]}" "${pids[@]}"; do stop_pid "$i"; done
+}
+
+for case_name in $CASES; do run_case "$case_name"; done
+
+(IFS=,; echo "[${CASE_JSON[*]}]") >"$FIG_DATA/cases.json"
+python3 - "$FIG_DATA/meta.json" "$FIG_META" "$RATE" "$DURATION" "$BUDGET" "$KILL_AT" "$RESTART_AT" "${COMMANDS[@]}" <<'PY'
+import json, sys, time
+out, meta_tsv, rate, duration, budget, kill_at, restart_at, *commands = sys.argv[1:]
+meta = dict(line.rstrip("\n").split("\t", 1) for line in open(meta_tsv) if "\t" in line)
+meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
+meta["setup"] = (
+    f"3 replicas (one Raft group), 4 simulated workers (--time-scale 0.05), one tenant with a "
+    f"{budget}-token daily budget (soft/hard shedding thresholds at 100 %), {rate} req/s "
+    f"Poisson for {duration} s, each request to a random replica, ~12-word unique prompt, "
+    f"max_tokens 32, non-streaming. leader_kill: the leader is SIGKILLed at {kill_at} s and "
+    f"restarted on its data dir at {restart_at} s. Spend per replica is read 12 s after the "
+    f"load from each replica's own applied state."
+)
+meta["commands"] = commands
+json.dump(meta, open(out, "w"), indent=1)
+PY
+$CLIENT render "$FIG_DATA" "$FIG_OUT"
+cat "$FIG_OUT"
