@@ -19,6 +19,7 @@ pub mod reload;
 pub mod server;
 pub mod state;
 pub mod surface;
+pub mod tls;
 pub mod warmup;
 
 pub use config::{Config, ConfigError};

@@ -13,8 +13,10 @@ use prometheus::{IntCounter, IntGauge, Registry};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 use tracing::{debug, warn};
 
@@ -56,13 +58,14 @@ impl ListenerMetrics {
     }
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then waits for the open
-/// connections to finish their in-flight responses.
+/// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then
+/// waits for the open connections to finish their in-flight responses.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     config: &ListenerConfig,
     metrics: ListenerMetrics,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let slots = Arc::new(Semaphore::new(
@@ -95,32 +98,23 @@ pub async fn serve(
         metrics.accepted.inc();
         let app = app.clone();
         let metrics = metrics.clone();
-        let mut close_signal = close_signal.clone();
+        let close_signal = close_signal.clone();
         let alive = alive.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let _alive = alive;
             metrics.open.inc();
-            let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-                app.clone().oneshot(request.map(Body::new))
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            let outcome = tokio::select! {
-                outcome = connection.as_mut() => outcome,
-                _ = close_signal.changed() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.as_mut().await
-                }
-            };
-            if let Err(error) = outcome {
-                if error.is_timeout() {
-                    metrics.closed_by_timeout.inc();
-                }
-                debug!(%error, "client connection ended with an error");
+            match tls {
+                None => serve_connection(stream, app, header_timeout, &metrics, close_signal).await,
+                // The handshake is part of the head: it gets the same deadline.
+                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        serve_connection(stream, app, header_timeout, &metrics, close_signal).await
+                    }
+                    Ok(Err(error)) => debug!(%error, "TLS handshake failed"),
+                    Err(_) => metrics.closed_by_timeout.inc(),
+                },
             }
             metrics.open.dec();
         });
@@ -129,4 +123,36 @@ pub async fn serve(
     drop(alive);
     // Every connection task holds a sender: `None` once the last one has finished.
     let _ = all_done.recv().await;
+}
+
+async fn serve_connection<I>(
+    io: I,
+    app: Router,
+    header_timeout: Duration,
+    metrics: &ListenerMetrics,
+    mut close_signal: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+        app.clone().oneshot(request.map(Body::new))
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let outcome = tokio::select! {
+        outcome = connection.as_mut() => outcome,
+        _ = close_signal.changed() => {
+            connection.as_mut().graceful_shutdown();
+            connection.as_mut().await
+        }
+    };
+    if let Err(error) = outcome {
+        if error.is_timeout() {
+            metrics.closed_by_timeout.inc();
+        }
+        debug!(%error, "client connection ended with an error");
+    }
 }

@@ -45,6 +45,8 @@ pub enum StartError {
     Warmup(#[from] crate::warmup::WarmupStartError),
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Keeps routing structures and metrics in step with registry membership.
@@ -102,6 +104,8 @@ pub struct StartOptions {
 /// runtime ends; call `shutdown` for an orderly stop.
 pub struct GatewayHandle {
     addr: SocketAddr,
+    /// `http`, or `https` when the listener speaks TLS.
+    scheme: &'static str,
     state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
     server: JoinHandle<()>,
@@ -118,7 +122,7 @@ impl GatewayHandle {
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     pub fn state(&self) -> &Arc<AppState> {
@@ -272,6 +276,16 @@ pub async fn start_with(
         warmup.follower(),
     ];
     let listener_config = config.listener.clone();
+    let tls = listener_config
+        .tls_enabled()
+        .then(|| {
+            crate::tls::acceptor(
+                &listener_config.tls_cert_path,
+                &listener_config.tls_key_path,
+            )
+        })
+        .transpose()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener_metrics = crate::listener::ListenerMetrics::new(metrics.registry())
         .map_err(crate::metrics::MetricsError::from)?;
     let pending_bodies = crate::proxy::body_budget::BodyBudget::new(
@@ -309,11 +323,20 @@ pub async fn start_with(
         let stopped = async move {
             let _ = stopped.await;
         };
-        crate::listener::serve(listener, app, &listener_config, listener_metrics, stopped).await;
+        crate::listener::serve(
+            listener,
+            app,
+            &listener_config,
+            listener_metrics,
+            tls,
+            stopped,
+        )
+        .await;
     });
     info!(addr = %local, policy = state.policy.name(), workers = state.config().workers.len(), "switchyard gateway listening");
     Ok(GatewayHandle {
         addr: local,
+        scheme,
         state,
         stop: Some(stop),
         server,

@@ -42,6 +42,10 @@ pub struct ListenerConfig {
     /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (it names tenants).
     /// At least 16 characters. Never serialised out.
     pub metrics_token: Secret,
+    /// PEM certificate chain and private key: when both are set the listener speaks only
+    /// TLS (rustls). Empty: plain HTTP.
+    pub tls_cert_path: String,
+    pub tls_key_path: String,
 }
 
 impl Default for ListenerConfig {
@@ -52,6 +56,8 @@ impl Default for ListenerConfig {
             max_connections: 4096,
             max_pending_body_bytes: 256 * 1024 * 1024,
             metrics_token: Secret::default(),
+            tls_cert_path: String::new(),
+            tls_key_path: String::new(),
         }
     }
 }
@@ -59,6 +65,10 @@ impl Default for ListenerConfig {
 impl ListenerConfig {
     pub fn header_read_timeout(&self) -> Duration {
         Duration::from_millis(self.header_read_timeout_ms)
+    }
+
+    pub fn tls_enabled(&self) -> bool {
+        !self.tls_cert_path.is_empty()
     }
 
     pub fn body_read_timeout(&self) -> Duration {
@@ -90,6 +100,12 @@ pub(super) fn validate(
         if value == 0 {
             return Err(ConfigError::invalid(path, "must be greater than 0"));
         }
+    }
+    if listener.tls_cert_path.is_empty() != listener.tls_key_path.is_empty() {
+        return Err(ConfigError::invalid(
+            "listener.tls_key_path",
+            "set both tls_cert_path and tls_key_path, or neither",
+        ));
     }
     if !listener.metrics_token.is_empty() {
         super::validate::check_admin_key_strength(
