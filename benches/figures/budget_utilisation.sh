@@ -49,7 +49,7 @@ GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-budget-utilisation)
 record() {
     local line
     line="$(printf '%q ' "$@")"
-    line="${line//$BIN_DIR/target/release}"
+    line="${line//$BIN_DIR/${BIN_DIR#"$REPO_ROOT"/}}"
     line="${line//$FIG_DIR/benches/figures}"
     line="${line//$FIG_WORK/\$WORK}"
     COMMANDS+=("${line% }")
