@@ -13,7 +13,7 @@
 #          LLAMA_JOBS             parallel compile jobs (default 1: the machine is shared)
 #          LLAMA_CPP_PYTHON_VERSION  pin the sdist version (default: whatever pip resolves)
 # Outputs: $SWITCHYARD_LLAMA_DIR/bin/llama-server (a wrapper that runs the built binary) and
-#          $SWITCHYARD_LLAMA_DIR/models/smollm2-135m-instruct.gguf; the e2e suite
+#          $SWITCHYARD_LLAMA_DIR/models/smollm2-135m-instruct.gguf; the e2e suite (with SWITCHYARD_LLAMA_E2E=1)
 #          (crates/switchyard-gateway/tests/llama_e2e.rs) reads the same variables.
 set -euo pipefail
 

@@ -5,7 +5,7 @@
 //! engine's slot, and a worker SIGKILLed mid-run.
 //!
 //! Needs the binary and model from `benches/e2e/llama/build.sh` (or `SWITCHYARD_LLAMA_SERVER`
-//! and `SWITCHYARD_LLAMA_MODEL`); skips with a message without them.
+//! and `SWITCHYARD_LLAMA_MODEL`) and `SWITCHYARD_LLAMA_E2E=1`; skips with a message otherwise.
 
 mod common;
 mod llama_support;
