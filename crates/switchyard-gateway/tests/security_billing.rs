@@ -147,3 +147,67 @@ async fn max_tokens_beyond_the_cap_is_a_400_and_reaches_no_worker() {
     let reply = post_json(&url, &fine).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
 }
+
+/// A worker whose `/v1/models` states a 2048-token context, answering chats with a fixed body.
+async fn small_context_worker() -> (String, tokio::task::JoinHandle<()>) {
+    use axum::routing::{get, post};
+    let app = axum::Router::new()
+        .route(
+            "/v1/models",
+            get(|| async {
+                axum::Json(json!({"object": "list", "data": [
+                    {"id": "small", "object": "model", "max_model_len": 2048}
+                ]}))
+            }),
+        )
+        .route("/health", get(|| async { "ok" }))
+        .route(
+            "/v1/chat/completions",
+            post(|| async {
+                axum::Json(json!({"id": "c", "object": "chat.completion", "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "ok"}}
+                ], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
+}
+
+#[tokio::test]
+async fn max_tokens_beyond_the_models_context_is_a_400() {
+    let (url, task) = small_context_worker().await;
+    let mut config = config_for(&[], "round_robin");
+    config.workers = vec![switchyard_workers::WorkerSpec {
+        name: "small".into(),
+        url,
+        models: None,
+        health_path: None,
+        engine: None,
+    }];
+    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+        .await
+        .unwrap();
+    let chat_url = format!("{}/v1/chat/completions", gateway.base_url());
+    let ask = |max_tokens: u64| {
+        let mut request = chat("small", "hi", false);
+        request["max_tokens"] = json!(max_tokens);
+        let url = chat_url.clone();
+        async move { post_json(&url, &request).await }
+    };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            ask(2048).await.status == 200
+        })
+        .await,
+        "the model is discovered and served"
+    );
+    let reply = ask(2049).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.error_code(), "max_tokens_too_large");
+    gateway.shutdown().await;
+    task.abort();
+}

@@ -121,6 +121,9 @@ async fn serve(
     .await?;
     let parsed = openai::parse(ctx.route, &bytes)?;
     parsed.check_max_tokens(ctx.state.config().limits.max_output_tokens)?;
+    if let Some(context) = model_context(ctx.state, &parsed.model) {
+        parsed.check_max_tokens(context)?;
+    }
     // Degradation verdict, downgrade chain, cache fallback, lazy warmup (issue 7).
     let planned = match crate::warmup::front::plan(ctx, tags, parsed, bytes).await? {
         crate::warmup::front::Plan::Answer(response) => return Ok(response),
@@ -177,6 +180,23 @@ pub(crate) async fn dispatch(
             Err(error)
         }
     }
+}
+
+/// The longest context among the workers serving `model`, when every one of them stated it
+/// (`max_model_len` from `/v1/models`): no worker could generate more than that.
+fn model_context(state: &crate::state::AppState, model: &str) -> Option<u64> {
+    let workers = state.registry.directory().snapshot();
+    let mut serving = workers
+        .iter()
+        .filter(|w| {
+            w.models()
+                .is_some_and(|m| m.iter().any(|name| name == model))
+        })
+        .peekable();
+    serving.peek()?;
+    serving
+        .map(|w| w.max_model_len())
+        .try_fold(0u64, |longest, len| len.map(|len| longest.max(len)))
 }
 
 /// The caller's request id when it sent a usable one, else a fresh UUID.
