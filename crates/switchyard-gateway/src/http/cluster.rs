@@ -370,3 +370,32 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod utilisation_tests {
+    use super::*;
+    use switchyard_ledger::node::reads::LeaseStatus;
+
+    #[test]
+    fn quota_listing_shows_remaining_budget_and_lease_utilisation() {
+        let budget = BudgetStatus {
+            scope: QuotaScope::caller("acme"),
+            spec: BudgetSpec::daily(1_000),
+            spent: 250,
+            committed: 400,
+            leases: vec![LeaseStatus {
+                node: 2,
+                epoch: 1,
+                granted_total: 200,
+                used_reported: 50,
+                expires_at_ms: 0,
+            }],
+        };
+        let value = budget_with_utilisation(&budget).unwrap();
+        assert_eq!(value["remaining_tokens"], 750);
+        assert_eq!(value["utilisation"], 0.25);
+        assert_eq!(value["held_by_leases_tokens"], 150);
+        assert_eq!(value["leases"][0]["utilisation"], 0.25);
+        assert_eq!(value["leases"][0]["node"], 2);
+    }
+}
