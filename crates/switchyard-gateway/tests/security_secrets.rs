@@ -183,6 +183,12 @@ async fn no_secret_reaches_an_admin_response_the_audit_log_or_a_log_line() {
             assert_no_secret(&format!("GET {route}"), &reply.body);
         }
     }
+    let open = send(Method::GET, &format!("{base}/metrics"), &[], "").await;
+    assert_eq!(open.status, 401, "/metrics needs its token");
+    let wrong = admin_call(&base, VIEWER_KEY, Method::GET, "/metrics", Value::Null).await;
+    assert_eq!(wrong.status, 401);
+    let metrics = admin_call(&base, METRICS_TOKEN, Method::GET, "/metrics", Value::Null).await;
+    assert_eq!(metrics.status, 200);
     let config = admin_call(&base, VIEWER_KEY, Method::GET, "/admin/config", Value::Null).await;
     assert_eq!(config.status, 200, "{}", config.body);
     let config = config.json();

@@ -203,6 +203,29 @@ mod tests {
     }
 
     #[test]
+    fn short_secrets_are_refused_naming_the_field() {
+        assert_eq!(
+            error_path("[admin]\napi_key = \"short\"\n"),
+            "admin.api_key"
+        );
+        assert_eq!(
+            error_path("[cluster]\nsecret = \"short\"\n"),
+            "cluster.secret"
+        );
+        assert_eq!(
+            error_path("[listener]\nmetrics_token = \"short\"\n"),
+            "listener.metrics_token"
+        );
+        assert_eq!(
+            error_path("[listener]\ntls_cert_path = \"/c.pem\"\n"),
+            "listener.tls_key_path"
+        );
+        let strong =
+            "[admin]\napi_key = \"0123456789abcdef\"\n[cluster]\nsecret = \"0123456789abcdef\"\n";
+        assert!(Config::parse(strong).is_ok());
+    }
+
+    #[test]
     fn the_shipped_reference_config_is_valid_and_equals_the_defaults() {
         let text = include_str!("../../../../config/switchyard.toml");
         let config = Config::parse(text).unwrap();
