@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Adaptive concurrency limit against hand-tuned max_concurrent, on the same two simulated
-# workers (4 running at a time each: a throughput knee at 8 concurrent requests, about 0.4 s a
-# request below it). One tenant offers RATE req/s (above what the workers can do) without
+# workers (4 running at a time each: a throughput knee at 8 concurrent requests, about 0.35 s
+# a request below it, 8 output tokens). One tenant offers RATE req/s (above what the workers can do) without
 # client retries; goodput = completions counted by the sims between WARM s and DURATION - 3 s.
 # Hand-tuned: max_concurrent in LIMITS; adaptive: [admission.adaptive] enabled = true with
 # max_concurrent = 64 as its ceiling. The adaptive limit is polled from GET /admin/admission.
@@ -11,10 +11,10 @@ fig_init adaptive_limit
 
 SEEDS="${SEEDS:-1 2}"
 LIMITS="${LIMITS:-4 8 12 24}"
-RATE="${RATE:-30}"
+RATE="${RATE:-40}"
 DURATION="${DURATION:-30}"
 WARM="${WARM:-12}"
-SIM_FLAGS=(--max-running 4 --time-scale 2.5)
+SIM_FLAGS=(--max-running 4 --time-scale 8)
 BASE="${FIG_PORT_BASE:-22100}"
 GW_PORT=$BASE
 SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
@@ -58,7 +58,7 @@ run_case() {
     local poller=$!
     FIG_PIDS+=("$poller")
     start_load "$FIG_DATA/$tag.json" --target "http://127.0.0.1:$GW_PORT" --rate "$RATE" \
-        --duration "$DURATION" --workload uniform --seed "$seed" --timeout 15 --quiet
+        --duration "$DURATION" --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 --quiet
     sleep "$WARM"
     local c0 c1 t0 t1
     c0="$($HELPER completed "${SIM_PORTS[@]}")"

@@ -26,9 +26,10 @@ OUTAGE_FOR="${OUTAGE_FOR:-10}"
 MAX_CONCURRENT="${MAX_CONCURRENT:-6}"
 # The shipped ramp holds each level 30 s; 5 s keeps the outage run short.
 RAMP_HOLD_MS="${RAMP_HOLD_MS:-5000}"
-# Each sim runs 4 at a time (knee of the pair: 8 > max_concurrent) and every duration x2.5:
-# about 0.4 s per request.
-SIM_FLAGS=(--max-running 4 --time-scale 2.5)
+# Each sim runs 4 at a time (knee of the pair: 8 > max_concurrent), every duration x8 and
+# requests ask for 8 tokens: about 0.35 s per request in the model (few long timer sleeps, so
+# a busy machine adds less on top).
+SIM_FLAGS=(--max-running 4 --time-scale 8)
 BASE="${FIG_PORT_BASE:-22000}"
 GW_PORT=$BASE
 SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
@@ -91,7 +92,7 @@ stop_fleet() {
 tenant_load() {
     local name="$1" key="$2" class="$3" rate="$4" seed="$5"
     start_load "$FIG_DATA/$name.json" --target "http://127.0.0.1:$GW_PORT" --rate "$rate" \
-        --duration "$DURATION" --workload uniform --seed "$seed" --timeout 15 --timeline \
+        --duration "$DURATION" --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 --timeline \
         --api-key "$key" --priority-mix "$class=1" --client-retry honor:1 \
         --max-client-retries 5 --quiet
     TENANT_PIDS+=("$LOAD_PID")
@@ -148,7 +149,7 @@ for seed in $SEEDS; do
     echo "[overload_goodput] light load, seed $seed" >&2
     start_fleet
     run_load "$FIG_DATA/light_seed$seed.json" --target "http://127.0.0.1:$GW_PORT" \
-        --rate "$LIGHT_RATE" --duration 15 --workload uniform --seed "$seed" --timeout 15 \
+        --rate "$LIGHT_RATE" --duration 15 --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 \
         --api-key sk-p1 --quiet
     CAPACITY="$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($MAX_CONCURRENT / r['e2e']['p50'])" "$FIG_DATA/light_seed$seed.json")"
     meta light "$seed	$FIG_DATA/light_seed$seed.json	$CAPACITY"

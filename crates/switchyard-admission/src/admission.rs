@@ -139,7 +139,12 @@ impl Admission {
                 drop(detector);
                 return Err(inner.refuse(p2_paused(), tags, &caller));
             }
-            if tags.client_retry > 0 && !detector.try_admit_retry() {
+            // P0 within its guaranteed slots is protected, retries included: its share is
+            // bounded, so its retries are no storm.
+            let protected =
+                tags.priority == Priority::P0 && inner.dispatcher.within_guarantee(Priority::P0);
+            let storm_guarded = tags.client_retry > 0 && !protected;
+            if storm_guarded && !detector.try_admit_retry() {
                 drop(detector);
                 let refusal = Refusal::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -193,6 +193,71 @@ async fn while_recovering_new_requests_go_before_retries() {
     );
 }
 
+#[tokio::test]
+async fn while_recovering_p0_keeps_its_guaranteed_slots_retries_included() {
+    // 10 slots: the ramp's first level offers 3; P0 is guaranteed 4 of full capacity.
+    let f = with_slots(10);
+    overload(&f);
+    recover(&f);
+    assert_eq!(f.admission.snapshot().dispatch_capacity, 3);
+    let p0_retry = RequestTags {
+        client_retry: 2,
+        ..tags("anonymous", Priority::P0)
+    };
+    let p1_retry = RequestTags {
+        client_retry: 2,
+        ..tags("anonymous", Priority::P1)
+    };
+    let first = f
+        .admission
+        .admit(&p0_retry, 1)
+        .await
+        .expect("P0 retry admitted");
+    let refused = f.admission.admit(&p1_retry, 1).await.unwrap_err();
+    assert_eq!(refused.code, code::RETRY_DEFERRED, "P1 retries still wait");
+    let mut held = vec![first];
+    for _ in 0..2 {
+        held.push(
+            f.admission
+                .admit(&tags("anonymous", Priority::P1), 1)
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        f.admission.snapshot().in_flight,
+        3,
+        "the ramp's 3 slots are full"
+    );
+    // Queued P1 first, then P0: the freed slot goes to P0, below its guarantee.
+    let admission = f.admission.clone();
+    let p1 =
+        tokio::spawn(async move { admission.admit(&tags("anonymous", Priority::P1), 1).await });
+    run_pending().await;
+    let admission = f.admission.clone();
+    let p0 =
+        tokio::spawn(async move { admission.admit(&tags("anonymous", Priority::P0), 1).await });
+    run_pending().await;
+    let queued = f.admission.snapshot().queued;
+    assert_eq!((queued.p0, queued.p1), (1, 1));
+    held.pop();
+    run_pending().await;
+    assert!(p0.is_finished() && !p1.is_finished(), "P0 went first");
+    assert_eq!(f.admission.snapshot().in_flight_by_class.p0, 2);
+    assert_eq!(
+        counter(
+            &f.registry,
+            "switchyard_admission_dispatches_total",
+            &[("class", "P0"), ("path", "guarantee")]
+        ),
+        1.0
+    );
+    let p0 = p0.await.unwrap().expect("P0 admitted");
+    drop(held);
+    assert!(p1.await.unwrap().is_ok());
+    drop(p0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn queue_timeouts_are_demand_overload_and_keep_full_capacity() {
     let f = with_slots(1);

@@ -95,6 +95,8 @@ struct DispatchState {
     capacity: usize,
     /// Slots the recovery ramp and degradation allow.
     base_capacity: usize,
+    /// Slots at full capacity (`max_concurrent`): what the guarantees are shares of.
+    nominal: usize,
     adaptive: Option<AdaptiveLimit>,
     minimums: [f64; 3],
     max_queued: usize,
@@ -103,12 +105,19 @@ struct DispatchState {
 }
 
 impl DispatchState {
-    /// Slots each class is guaranteed: its minimum share of the capacity, rounded, the most
-    /// urgent classes first, never adding up to more than there is.
+    /// Slots each class is guaranteed: its minimum share of full capacity (the adaptive
+    /// limit when lower), rounded, granted most urgent first within the slots offered now.
+    /// While the recovery ramp or degradation cut capacity, a class within its share of
+    /// full capacity keeps being served, and the cut falls on the least urgent first.
     fn guaranteed(&self, class: Priority) -> usize {
+        let full = self.nominal.min(
+            self.adaptive
+                .as_ref()
+                .map_or(usize::MAX, AdaptiveLimit::limit),
+        );
         let mut left = self.capacity;
         for candidate in Priority::ALL {
-            let wanted = (self.minimums[candidate.index()] * self.capacity as f64).round() as usize;
+            let wanted = (self.minimums[candidate.index()] * full as f64).round() as usize;
             let granted = wanted.min(left);
             if candidate == class {
                 return granted;
@@ -224,6 +233,7 @@ impl Dispatcher {
             in_use_by_class: [0; 3],
             capacity: capacity.max(1),
             base_capacity: capacity.max(1),
+            nominal: capacity.max(1),
             adaptive,
             minimums,
             max_queued,
@@ -307,6 +317,12 @@ impl Dispatcher {
             // Timed out (or, impossibly, the sender vanished): `waiting` drops and leaves.
             Ok(Err(_)) | Err(_) => Err(QueueRefusal::Timeout),
         }
+    }
+
+    /// Whether `class` holds and waits for fewer slots than it is guaranteed.
+    pub(crate) fn within_guarantee(&self, class: Priority) -> bool {
+        let state = self.state.lock();
+        state.in_use_by_class[class.index()] + state.core.len(class) < state.guaranteed(class)
     }
 
     /// When the queue of `class` is expected to have drained, once the service time is
