@@ -122,6 +122,26 @@ def ramp_path(rows):
     return path
 
 
+def ramp_start_second(rows, report):
+    """Second of `report`'s run at which the gateway started recovering, from the poll."""
+    for row in rows:
+        if row["state"] == "recovering":
+            return max(0, (row["t"] - report["started_unix_ms"]) // 1000)
+    return None
+
+
+def routable_again_second(rows, report):
+    """Second of `report`'s run at which the detector stopped seeing filtered workers (the
+    breakers closed again after the outage), from the poll."""
+    seen = False
+    for row in rows:
+        if row.get("verdict") == "backend_filtered":
+            seen = True
+        elif seen:
+            return max(0, (row["t"] - report["started_unix_ms"]) // 1000)
+    return None
+
+
 def p0_after(report, from_second):
     """P0 attempts' success from `from_second` of its run on (by send time)."""
     sent = ok = 0
@@ -147,6 +167,14 @@ def render(meta_path, out):
         rows.append([seed, f"{report['achieved_rate']:.2f}", f"{report['e2e']['p50']:.3f}",
                      f"{float(capacity):.2f}"])
     lines.append(table(["seed", "offered req/s", "e2e p50 s", "capacity = max_concurrent / p50 (req/s)"], rows))
+    full = {}
+    for value in meta.get("full", []):
+        seed, rate = value.split("\t")
+        full[seed] = float(rate)
+    if full:
+        lines += ["", "Capacity at full dispatch (max_concurrent requests always outstanding, nothing queued), "
+                  "completions per second counted by the sims: "
+                  + ", ".join(f"seed {seed}: {rate:.2f} req/s" for seed, rate in full.items())]
     lines.append("")
     for section, label in (("overload", "Demand overload (P0 5, P1 10, P2 20 req/s; clients honour Retry-After)"),
                            ("outage", "Outage storm during the same demand (all workers fail for 10 s, then recover)")):
@@ -163,21 +191,26 @@ def render(meta_path, out):
             total_ref = sum(r[0] for r in refused)
             no_header = sum(r[1] for r in refused)
             row = [seed, f"{float(goodput):.2f}", f"{float(goodput) / float(capacity):.2f}"]
+            row.append(f"{float(goodput) / full[seed]:.2f}" if seed in full else "-")
             row += [pct(reports[c]["eventual_success_rate"]) for c in ("P0", "P1", "P2")]
             row += [str(total_ref), str(no_header)]
-            if section == "outage":
-                recover_second = int(fields[7])
-                after = p0_after(reports["P0"], recover_second)
-                row.append(pct(after) if after is not None else "-")
-            rows.append(row)
             polled = read_poll(poll_path)
+            if section == "outage":
+                back = routable_again_second(polled, reports["P0"])
+                after = p0_after(reports["P0"], back) if back is not None else None
+                row.append(f"{pct(after)} (from {back} s)" if after is not None else "-")
+                ramp_second = ramp_start_second(polled, reports["P0"])
+                after_ramp = p0_after(reports["P0"], ramp_second) if ramp_second is not None else None
+                row.append(f"{pct(after_ramp)} (from {ramp_second} s)" if after_ramp is not None else "-")
+            rows.append(row)
             notes.append(f"- seed {seed}: {poll_summary(polled)}")
             if section == "outage":
                 notes.append(f"  - ramp path: {' → '.join(ramp_path(polled))}")
-        headers = ["seed", "goodput req/s", "÷ capacity", "P0 ok", "P1 ok", "P2 ok",
+        headers = ["seed", "goodput req/s", "÷ light-load capacity", "÷ full-dispatch capacity", "P0 ok", "P1 ok", "P2 ok",
                    "refusals", "without Retry-After"]
         if section == "outage":
-            headers.append("P0 attempts ok after recovery")
+            headers.append("P0 attempts ok once workers are routable again")
+            headers.append("P0 attempts ok from the ramp's start")
         lines.append(table(headers, rows))
         lines += ["", "`GET /admin/admission`, polled every 500 ms:", ""] + notes
     lines += ["", "## Commands", "", "```"]

@@ -4,15 +4,21 @@
 # Retry-After (retry-after-ms first, as the OpenAI SDKs do). Per seed:
 #   light   - capacity at light load: one tenant at LIGHT_RATE req/s; capacity =
 #             max_concurrent / e2e p50.
+#   full    - capacity at full dispatch without overload: one tenant at 40 req/s whose load
+#             tool keeps at most max_concurrent requests outstanding (drops the rest), so the
+#             gateway's slots are always busy and nothing queues; goodput counted by the sims.
+#             The sims charge 10 % more per decoded token for each extra running request, so
+#             this is below the light-load figure.
 #   overload- the three tenants for DURATION s; goodput = completions counted by the sims
 #             between WARM s and DURATION - 5 s; per-class success, refusals with and without
 #             Retry-After; GET /admin/admission polled every 500 ms.
-#   outage  - the same demand; OUTAGE_AT s in both workers fail every request (sim fault
-#             `error`, HTTP 500) for OUTAGE_FOR s, then recover. The ramp must still climb and
-#             P0 be served once the workers are back.
+#   outage  - the same demand for OUTAGE_DURATION s; OUTAGE_AT s in both workers fail every
+#             request (sim fault `error`, HTTP 500) for OUTAGE_FOR s, then recover. The ramp
+#             must still climb and P0 be served once the workers are back (their breakers stay
+#             open 30 s, so the ramp starts about 45 s after the fault ends).
 # CASES picks the demand cases (default both); FIG_VARIANT=x writes overload_goodput_x.md
 # (e.g. for a baseline run of older binaries via SWITCHYARD_BIN_DIR).
-# Writes overload_goodput.md. Bounded: per seed about 15 + 2 x (DURATION + 60) s.
+# Writes overload_goodput.md. Bounded: per seed about 15 + DURATION + OUTAGE_DURATION + 2 x 60 s.
 source "$(dirname "$0")/lib.sh"
 fig_init "overload_goodput${FIG_VARIANT:+_$FIG_VARIANT}"
 CASES="${CASES:-overload outage}"
@@ -23,6 +29,7 @@ WARM="${WARM:-10}"
 LIGHT_RATE="${LIGHT_RATE:-3}"
 OUTAGE_AT="${OUTAGE_AT:-15}"
 OUTAGE_FOR="${OUTAGE_FOR:-10}"
+OUTAGE_DURATION="${OUTAGE_DURATION:-100}"
 MAX_CONCURRENT="${MAX_CONCURRENT:-6}"
 # The shipped ramp holds each level 30 s; 5 s keeps the outage run short.
 RAMP_HOLD_MS="${RAMP_HOLD_MS:-5000}"
@@ -38,6 +45,7 @@ HELPER="python3 $FIG_DIR/overload_goodput.py"
 
 meta seeds "$SEEDS"
 meta duration "$DURATION"
+meta outage_duration "$OUTAGE_DURATION"
 meta max_concurrent "$MAX_CONCURRENT"
 meta sim_flags "${SIM_FLAGS[*]}"
 meta ramp_hold_ms "$RAMP_HOLD_MS"
@@ -88,11 +96,11 @@ stop_fleet() {
     for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
 }
 
-# tenant_load NAME KEY CLASS RATE SEED: one tenant's open-loop load in the background.
+# tenant_load NAME KEY CLASS RATE SEED DURATION: one tenant's open-loop load in the background.
 tenant_load() {
-    local name="$1" key="$2" class="$3" rate="$4" seed="$5"
+    local name="$1" key="$2" class="$3" rate="$4" seed="$5" duration="$6"
     start_load "$FIG_DATA/$name.json" --target "http://127.0.0.1:$GW_PORT" --rate "$rate" \
-        --duration "$DURATION" --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 --timeline \
+        --duration "$duration" --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 --timeline \
         --api-key "$key" --priority-mix "$class=1" --client-retry honor:1 \
         --max-client-retries 5 --quiet
     TENANT_PIDS+=("$LOAD_PID")
@@ -107,10 +115,12 @@ demand_case() {
     $HELPER poll "$GW_PORT" "$ADMIN_KEY" "$poll" &
     local poller=$!
     FIG_PIDS+=("$poller")
+    local duration=$DURATION
+    [[ "$section" == outage ]] && duration=$OUTAGE_DURATION
     TENANT_PIDS=()
-    tenant_load "${tag}_p0" sk-p0 P0 5 "$seed"
-    tenant_load "${tag}_p1" sk-p1 P1 10 "$((seed + 100))"
-    tenant_load "${tag}_p2" sk-p2 P2 20 "$((seed + 200))"
+    tenant_load "${tag}_p0" sk-p0 P0 5 "$seed" "$duration"
+    tenant_load "${tag}_p1" sk-p1 P1 10 "$((seed + 100))" "$duration"
+    tenant_load "${tag}_p2" sk-p2 P2 20 "$((seed + 200))" "$duration"
     local started_ms
     started_ms="$(now_ms)"
     local recover_second=0
@@ -129,7 +139,7 @@ demand_case() {
     local c0 c1 t0 t1
     c0="$($HELPER completed "${SIM_PORTS[@]}")"
     t0="$(now_ms)"
-    sleep "$((DURATION - 5 - ($(now_ms) - started_ms) / 1000))"
+    sleep "$((duration - 5 - ($(now_ms) - started_ms) / 1000))"
     c1="$($HELPER completed "${SIM_PORTS[@]}")"
     t1="$(now_ms)"
     local goodput
@@ -153,6 +163,17 @@ for seed in $SEEDS; do
         --api-key sk-p1 --quiet
     CAPACITY="$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($MAX_CONCURRENT / r['e2e']['p50'])" "$FIG_DATA/light_seed$seed.json")"
     meta light "$seed	$FIG_DATA/light_seed$seed.json	$CAPACITY"
+    start_load "$FIG_DATA/full_seed$seed.json" --target "http://127.0.0.1:$GW_PORT" \
+        --rate 40 --max-in-flight "$MAX_CONCURRENT" --duration 20 --workload uniform \
+        --max-tokens 8 --seed "$seed" --timeout 15 --api-key sk-p1 --quiet
+    sleep 5
+    c0="$($HELPER completed "${SIM_PORTS[@]}")"
+    t0="$(now_ms)"
+    sleep 12
+    c1="$($HELPER completed "${SIM_PORTS[@]}")"
+    t1="$(now_ms)"
+    wait_load
+    meta full "$seed	$(python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))")"
     stop_fleet
     for case in $CASES; do
         demand_case "$case" "$seed"
