@@ -31,6 +31,7 @@ meta hang_at "$HANG_AT"
 meta timeout "$TIMEOUT"
 meta seed "$SEED"
 meta victim "$VICTIM"
+meta bin_dir "$BIN_DIR"
 
 # Shipped defaults: first-byte deadline (floor 1 s, cap 30 s, 3x the worker's figures),
 # hung detection after 1.5 s of silence, prober 2 s x 3 successes.

@@ -54,7 +54,15 @@ def render(meta):
         "`GET /admin/workers` every 100 ms (the resolution of time-to-filter)."
     )
     lines = [header("Hung engine with /health 200", meta, intro)]
-    lines += ["## Commands", "", dedup_commands(meta), "", config_blocks(meta), ""]
+    commands = dedup_commands(meta)
+    bin_dir = one(meta, "bin_dir", "")
+    if bin_dir.rstrip("/").endswith("target/debug"):
+        # lib.sh writes binaries as target/release; say which build actually ran.
+        commands = commands.replace("target/release/", "target/debug/")
+        lines += ["Binaries: **debug build** (`target/debug`): the switchyard gateway, the sims and the load tool, in every row; SMG is "
+                  "its release wheel (`pip install smg==1.13.0`). Latencies of the switchyard rows are therefore pessimistic.",
+                  ""]
+    lines += ["## Commands", "", commands, "", config_blocks(meta), ""]
     lines += ["## Results", ""]
     lines.append(table(
         ["gateway", "mode", "sent", "ok", "unanswered", "other errors", "slowest answer",

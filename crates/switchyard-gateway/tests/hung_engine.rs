@@ -205,11 +205,14 @@ async fn a_stalled_stream_ends_with_an_error_event_and_no_done() {
         .unwrap();
     let base = gateway.base_url();
     sims[0].set_fault(Fault::Stall { after_chunks: 3 });
+    // A long answer is reserved (over 1000 tokens) and only three tokens ever stream.
+    let mut request = chat("sim-llama", "hello", true);
+    request["max_tokens"] = serde_json::json!(1000);
     let response = open(
         Method::POST,
         &format!("{base}/v1/chat/completions"),
         &[("content-type", "application/json")],
-        chat("sim-llama", "hello", true).to_string(),
+        request.to_string(),
     )
     .await;
     assert_eq!(response.status(), 200);
@@ -255,6 +258,12 @@ async fn a_stalled_stream_ends_with_an_error_event_and_no_done() {
             "switchyard_upstream_errors_total{kind=\"stream_idle\"}"
         ),
         1.0
+    );
+    // Settled on what was streamed (prompt estimate + 3 chunks), not the 1000-token estimate.
+    let settled = metric_value(&text, "switchyard_warmup_traffic_tokens_total");
+    assert!(
+        (3.0..100.0).contains(&settled),
+        "settled on {settled} tokens"
     );
 }
 
