@@ -11,7 +11,9 @@ pub mod ctl;
 pub mod demo;
 pub mod error;
 mod http;
+pub mod lifecycle;
 pub mod listener;
+pub mod logging;
 pub mod metrics;
 pub mod openai;
 pub mod proxy;
@@ -20,6 +22,7 @@ pub mod server;
 pub mod state;
 pub mod surface;
 pub mod tls;
+pub mod trace_context;
 pub mod warmup;
 
 pub use config::{Config, ConfigError};

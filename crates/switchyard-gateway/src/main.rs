@@ -14,6 +14,15 @@ use switchyard_workers::WorkerSpec;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as text or as one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "SWITCHYARD_LOG_FORMAT",
+        default_value = "text"
+    )]
+    log_format: switchyard_gateway::logging::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -53,6 +62,13 @@ struct ServeArgs {
     /// Directory of the durable ledger (cluster.data_dir).
     #[arg(long)]
     data_dir: Option<String>,
+    /// Address other replicas reach this one's Raft server at (cluster.advertise_addr).
+    #[arg(long)]
+    advertise_addr: Option<String>,
+    /// Node id from the host name's trailing ordinal plus one (`switchyard-2` → 3), so every
+    /// pod of a StatefulSet gets a stable id from one pod template.
+    #[arg(long)]
+    node_id_from_hostname: bool,
 }
 
 #[derive(Args)]
@@ -109,6 +125,12 @@ fn apply_flags(args: &ServeArgs, mut config: Config) -> Result<Config, ConfigErr
     if let Some(dir) = &args.data_dir {
         config.cluster.data_dir = dir.clone();
     }
+    if let Some(addr) = &args.advertise_addr {
+        config.cluster.advertise_addr = addr.clone();
+    }
+    if args.node_id_from_hostname {
+        config.cluster.node_id = node_id_from_hostname()?;
+    }
     if !args.worker_urls.is_empty() {
         config.workers = args
             .worker_urls
@@ -130,19 +152,29 @@ fn apply_flags(args: &ServeArgs, mut config: Config) -> Result<Config, ConfigErr
     Ok(config)
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+/// `name-N` → N + 1, from `$HOSTNAME` or `/etc/hostname`.
+fn node_id_from_hostname() -> Result<u64, ConfigError> {
+    let hostname = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .unwrap_or_default();
+    let hostname = hostname.trim();
+    hostname
+        .rsplit_once('-')
+        .and_then(|(_, ordinal)| ordinal.parse::<u64>().ok())
+        .and_then(|ordinal| ordinal.checked_add(1))
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                "--node-id-from-hostname",
+                format!("host name `{hostname}` does not end in -<ordinal>"),
+            )
+        })
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging();
+    switchyard_gateway::logging::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -167,11 +199,17 @@ fn main() -> anyhow::Result<()> {
                     config_overrides: Some(Arc::new(move |c| apply_flags(&flags, c))),
                     ..StartOptions::default()
                 };
+                let plan = switchyard_gateway::lifecycle::DrainPlan::from_config(&config.server);
                 let gateway = switchyard_gateway::start_with(config, options).await?;
                 demo::wait_for_shutdown_signal().await;
                 tracing::info!("shutting down");
-                gateway.shutdown().await;
-                Ok(())
+                tokio::select! {
+                    _ = switchyard_gateway::lifecycle::drain_and_stop(gateway, plan) => Ok(()),
+                    _ = demo::wait_for_shutdown_signal() => {
+                        tracing::warn!("second stop signal: exiting without finishing the drain");
+                        std::process::exit(130);
+                    }
+                }
             }
             Command::Ctl(args) => match switchyard_gateway::ctl::run(&args).await {
                 Ok(answer) => {

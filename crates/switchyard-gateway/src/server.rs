@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::config::Config;
+use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
 use crate::proxy::retry_budget::RetryBudget;
 use crate::reload::{AuditLog, ConfigOverrides, LiveConfig, Reconfigure, spawn_file_watcher};
@@ -47,6 +48,8 @@ pub enum StartError {
     Cluster(#[from] crate::cluster::ClusterError),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error("metrics registration: {0}")]
+    Lifecycle(#[from] prometheus::Error),
 }
 
 /// Keeps routing structures and metrics in step with registry membership.
@@ -114,6 +117,9 @@ pub struct GatewayHandle {
     admission_ticker: JoinHandle<()>,
     warmup_tasks: crate::warmup::WarmupTasks,
     ledger: Option<LedgerRuntime>,
+    lifecycle: Arc<Lifecycle>,
+    /// Kubernetes pod watch, stopped with the gateway.
+    discovery: Option<switchyard_workers::discovery::KubernetesDiscovery>,
 }
 
 impl GatewayHandle {
@@ -129,9 +135,17 @@ impl GatewayHandle {
         &self.state
     }
 
+    /// The drain phase and in-flight count (`lifecycle::drain_and_stop` drives them).
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
+    }
+
     /// Stops accepting, lets in-flight responses finish within the grace period, then stops
     /// the worker actors.
     pub async fn shutdown(mut self) {
+        if let Some(discovery) = self.discovery.take() {
+            discovery.stop();
+        }
         if let Some(watcher) = self.watcher.take() {
             watcher.abort();
         }
@@ -228,6 +242,16 @@ pub async fn start_with(
     for spec in &config.workers {
         registry.add(spec.clone()).await?;
     }
+    let discovery = if config.discovery.enabled {
+        Some(switchyard_workers::discovery::spawn(
+            registry.clone(),
+            client.clone(),
+            config.discovery.clone(),
+            metrics.registry(),
+        )?)
+    } else {
+        None
+    };
 
     let addr = format!("{}:{}", config.server.host, config.server.port);
     let listener = TcpListener::bind(&addr)
@@ -317,7 +341,11 @@ pub async fn start_with(
         .config_path
         .filter(|_| !watch_interval.is_zero())
         .map(|path| spawn_file_watcher(Arc::clone(&live), path, watch_interval, overrides));
-    let app = crate::http::router(Arc::clone(&state));
+    let lifecycle = Arc::new(Lifecycle::new(state.metrics.registry())?);
+    let app = crate::http::router(Arc::clone(&state)).layer(axum::middleware::from_fn_with_state(
+        Arc::clone(&lifecycle),
+        crate::lifecycle::guard,
+    ));
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let stopped = async move {
@@ -345,6 +373,8 @@ pub async fn start_with(
         admission_ticker,
         warmup_tasks,
         ledger: ledger_runtime,
+        lifecycle,
+        discovery,
     })
 }
 

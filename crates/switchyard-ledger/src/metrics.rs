@@ -14,6 +14,7 @@ pub struct LedgerMetrics {
     pub last_log_index: IntGauge,
     pub replication_lag: IntGaugeVec,
     pub apply_seconds: Histogram,
+    pub commit_seconds: Histogram,
     pub invariant_violations: IntCounter,
     pub lease_requests: IntCounterVec,
     pub lease_local_expiries: IntCounter,
@@ -74,6 +75,16 @@ impl LedgerMetrics {
                     "Time to apply one log entry to the ledger state machine",
                 )
                 .buckets(vec![1e-6, 5e-6, 2e-5, 1e-4, 5e-4, 2e-3, 1e-2]),
+            )?,
+            commit_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "switchyard_ledger_commit_seconds",
+                    "Time from proposing an entry on this node (as leader) until it is committed \
+                     and applied",
+                )
+                .buckets(vec![
+                    5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 3.0,
+                ]),
             )?,
             invariant_violations: IntCounter::new(
                 "switchyard_ledger_invariant_violations_total",
@@ -187,6 +198,7 @@ impl LedgerMetrics {
         registry.register(Box::new(metrics.last_log_index.clone()))?;
         registry.register(Box::new(metrics.replication_lag.clone()))?;
         registry.register(Box::new(metrics.apply_seconds.clone()))?;
+        registry.register(Box::new(metrics.commit_seconds.clone()))?;
         registry.register(Box::new(metrics.invariant_violations.clone()))?;
         registry.register(Box::new(metrics.lease_requests.clone()))?;
         registry.register(Box::new(metrics.lease_local_expiries.clone()))?;

@@ -16,6 +16,7 @@ mod breaker;
 mod breaker_gate;
 mod config;
 mod directory;
+pub mod discovery;
 mod engine;
 mod handle;
 mod handle_health;

@@ -15,6 +15,7 @@ pub use switchyard_router::RoutingConfig;
 use switchyard_workers::{HttpClientConfig, WorkerSpec};
 
 pub use switchyard_workers::HealthConfig;
+pub use switchyard_workers::discovery::DiscoveryConfig;
 
 pub use crate::proxy::deadline::FirstByteConfig;
 pub use crate::proxy::retry_budget::RetryConfig;
@@ -38,6 +39,8 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub admin: AdminConfig,
     pub workers: Vec<WorkerSpec>,
+    /// Workers found by watching Kubernetes pods (off by default), besides `workers`.
+    pub discovery: DiscoveryConfig,
     /// Warmup tiers, budget and ramp (`switchyard-warmup`).
     pub warmup: WarmupConfig,
     /// Graded degradation, model downgrade chains and the response cache.
@@ -57,6 +60,11 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// How long a shutdown waits for in-flight responses to finish.
     pub shutdown_grace_ms: u64,
+    /// After a stop signal, how long requests are still accepted while `/ready` already
+    /// answers 503 (load balancers need a moment to stop sending).
+    pub shutdown_accept_ms: u64,
+    /// How long a departing Raft leader waits for the group to elect its successor.
+    pub shutdown_handover_ms: u64,
     /// How often the config file is checked for changes (0 disables watching).
     pub config_watch_interval_ms: u64,
     /// JSON-lines file that every config change (and refused attempt) is appended to.
@@ -71,6 +79,8 @@ impl Default for ServerConfig {
             port: 8080,
             max_body_bytes: 32 * 1024 * 1024,
             shutdown_grace_ms: 10_000,
+            shutdown_accept_ms: 2_000,
+            shutdown_handover_ms: 3_000,
             config_watch_interval_ms: 2_000,
             audit_log_path: None,
         }

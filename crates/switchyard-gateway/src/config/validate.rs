@@ -111,6 +111,10 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
+    config
+        .discovery
+        .validate()
+        .map_err(|e| ConfigError::invalid(format!("discovery.{}", e.field), e.message))?;
     let mut names = HashSet::new();
     for (i, worker) in config.workers.iter().enumerate() {
         worker

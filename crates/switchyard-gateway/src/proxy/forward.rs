@@ -160,7 +160,12 @@ pub async fn attempt(
         .method(Method::POST)
         .uri(uri)
         .header(header::CONTENT_TYPE, "application/json")
-        .header(REQUEST_ID_HEADER, ctx.request_id);
+        .header(REQUEST_ID_HEADER, ctx.request_id)
+        .header(
+            crate::trace_context::TRACEPARENT,
+            crate::trace_context::TraceContext::for_request(ctx.client_headers, ctx.request_id)
+                .child_header(),
+        );
     for name in FORWARDED_REQUEST_HEADERS {
         if let Some(value) = ctx.client_headers.get(name) {
             builder = builder.header(name, value);

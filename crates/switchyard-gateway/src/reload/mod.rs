@@ -28,6 +28,7 @@ const RESTART_ONLY: &[&str] = &[
     "cluster.",
     "admin.",
     "workers",
+    "discovery.",
     "degradation.cache.",
     "listener.",
 ];

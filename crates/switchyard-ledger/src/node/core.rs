@@ -146,8 +146,14 @@ impl LedgerCore {
             request_id: request.id,
             command: request.command,
         };
+        let proposed = Instant::now();
         match tokio::time::timeout(within, self.raft.client_write(entry)).await {
-            Ok(Ok(response)) => Ok(response.data),
+            Ok(Ok(response)) => {
+                self.metrics
+                    .commit_seconds
+                    .observe(proposed.elapsed().as_secs_f64());
+                Ok(response.data)
+            }
             Ok(Err(e)) if e.forward_to_leader::<RaftNode>().is_some() => Err(LedgerError::NoLeader),
             Ok(Err(e)) => Err(LedgerError::Raft(e.to_string())),
             Err(_) => Err(LedgerError::OutcomeUnknown(format!(

@@ -1,0 +1,150 @@
+//! What Kubernetes discovery watches and how it reaches the API server.
+
+use serde::{Deserialize, Serialize};
+
+/// `[discovery]` in the gateway config. Off unless `enabled`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscoveryConfig {
+    pub enabled: bool,
+    /// Base URL of the Kubernetes API, plain HTTP: a `kubectl proxy` sidecar
+    /// (`http://127.0.0.1:8001`, the default) or an authenticating proxy. This build has no
+    /// TLS client, so the API server's own HTTPS endpoint cannot be used directly.
+    pub api_server: String,
+    /// Namespace whose pods are watched; empty = this pod's own namespace (from the service
+    /// account's namespace file), else `default`.
+    pub namespace: String,
+    /// Kubernetes label selector, e.g. `app.kubernetes.io/component=inference-worker`.
+    pub label_selector: String,
+    /// Port of the worker's OpenAI API on each pod; the pod annotation named by
+    /// `port_annotation` overrides it per pod.
+    pub port: u16,
+    pub port_annotation: String,
+    /// Models come from this annotation (comma-separated), else this label, else the pod's
+    /// `GET /v1/models`. A pod is never routed to before its models are known.
+    pub model_annotation: String,
+    pub model_label: String,
+    /// Bearer token file sent on every API call (re-read each time, so rotation works);
+    /// empty sends none.
+    pub token_path: String,
+    /// Full re-list this often, whatever the watch says.
+    pub resync_interval_ms: u64,
+    /// Pods whose models could not be learned yet, or whose name is still taken by a
+    /// draining predecessor, are retried this often.
+    pub retry_interval_ms: u64,
+    /// Each watch request asks the server to end it after this long (then it is renewed).
+    pub watch_timeout_secs: u64,
+    /// Health path of discovered workers; empty = the health config's default.
+    pub health_path: String,
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            api_server: "http://127.0.0.1:8001".into(),
+            namespace: String::new(),
+            label_selector: "app.kubernetes.io/component=inference-worker".into(),
+            port: 8000,
+            port_annotation: "switchyard.io/port".into(),
+            model_annotation: "switchyard.io/models".into(),
+            model_label: "switchyard.io/model".into(),
+            token_path: String::new(),
+            resync_interval_ms: 300_000,
+            retry_interval_ms: 2_000,
+            watch_timeout_secs: 290,
+            health_path: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("discovery.{field}: {message}")]
+pub struct DiscoveryConfigError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// Where Kubernetes mounts the pod's namespace.
+const NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+impl DiscoveryConfig {
+    /// The namespace to watch: the configured one, else this pod's, else `default`.
+    pub fn effective_namespace(&self) -> String {
+        if !self.namespace.is_empty() {
+            return self.namespace.clone();
+        }
+        std::fs::read_to_string(NAMESPACE_FILE)
+            .ok()
+            .map(|ns| ns.trim().to_string())
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| "default".to_string())
+    }
+
+    pub fn validate(&self) -> Result<(), DiscoveryConfigError> {
+        let fail = |field, message: &str| {
+            Err(DiscoveryConfigError {
+                field,
+                message: message.to_string(),
+            })
+        };
+        if !self.enabled {
+            return Ok(());
+        }
+        match self.api_server.parse::<http::Uri>() {
+            Ok(uri) if uri.scheme_str() == Some("http") && uri.authority().is_some() => {}
+            Ok(uri) if uri.scheme_str() == Some("https") => {
+                return fail(
+                    "api_server",
+                    "https is not supported (no TLS client in this build); run a `kubectl proxy` sidecar and point this at http://127.0.0.1:8001",
+                );
+            }
+            _ => return fail("api_server", "must be an http://host:port URL"),
+        }
+        if self.label_selector.is_empty() {
+            return fail(
+                "label_selector",
+                "must not be empty (it would route to every pod of the namespace)",
+            );
+        }
+        if self.port == 0 {
+            return fail("port", "must be a TCP port (1-65535)");
+        }
+        if self.resync_interval_ms < 1_000 {
+            return fail("resync_interval_ms", "must be at least 1000");
+        }
+        if self.retry_interval_ms == 0 {
+            return fail("retry_interval_ms", "must be positive");
+        }
+        if self.watch_timeout_secs == 0 {
+            return fail("watch_timeout_secs", "must be positive");
+        }
+        if !self.health_path.is_empty() && !self.health_path.starts_with('/') {
+            return fail("health_path", "must start with `/`");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disabled_config_is_valid_and_enabled_one_is_checked() {
+        assert_eq!(DiscoveryConfig::default().validate(), Ok(()));
+        let mut config = DiscoveryConfig {
+            enabled: true,
+            ..DiscoveryConfig::default()
+        };
+        assert_eq!(config.validate(), Ok(()));
+        config.api_server = "https://kubernetes.default.svc".into();
+        assert_eq!(config.validate().map_err(|e| e.field), Err("api_server"));
+        config.api_server = "http://127.0.0.1:8001".into();
+        config.label_selector.clear();
+        assert_eq!(
+            config.validate().map_err(|e| e.field),
+            Err("label_selector")
+        );
+    }
+}
