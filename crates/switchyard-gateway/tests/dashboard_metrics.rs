@@ -138,13 +138,19 @@ tokens_per_minute = 1
         refused |= as_caller("sk-tiny").await.status == 429;
     }
     assert!(refused, "the tiny tenant was never refused");
-    // Ordinary streamed traffic with a shared prefix, then a worker that fails.
+    // Ordinary streamed traffic with a shared prefix.
     for _ in 0..6 {
         assert_eq!(as_caller("sk-steady").await.status, 200);
     }
-    sims[0].set_fault(Fault::Error);
-    for _ in 0..6 {
+    // Every worker failing for a moment: whichever one routing picks, the attempt fails.
+    for sim in &sims {
+        sim.set_fault(Fault::Error);
+    }
+    for _ in 0..3 {
         as_caller("sk-steady").await;
+    }
+    for sim in &sims {
+        sim.set_fault(Fault::Ok);
     }
 
     // Worker latency gauges need a few collector scrapes: poll, with traffic, until all appear.

@@ -201,13 +201,13 @@ fn registered(fixture: &Fixture) -> BTreeMap<String, (String, Option<Vec<String>
         .collect()
 }
 
-fn config(api_server: String, token_path: String) -> DiscoveryConfig {
+fn config(api_server: String, bearer_file: String) -> DiscoveryConfig {
     DiscoveryConfig {
         enabled: true,
         api_server,
         namespace: "inference".into(),
         label_selector: "app=sim,tier in (a,b)".into(),
-        token_path,
+        bearer_file,
         resync_interval_ms: 60_000,
         retry_interval_ms: 100,
         ..DiscoveryConfig::default()

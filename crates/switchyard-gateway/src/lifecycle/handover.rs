@@ -2,10 +2,11 @@
 //!
 //! openraft 0.9 has no leadership-transfer call (it arrives in 0.10 as
 //! `trigger().transfer_leader`), and a follower asked to `trigger().elect()` is refused by its
-//! peers while the leader's lease holds. So a departing leader steps down instead: it stops
-//! sending heartbeats and never stands for election again, then waits, still a voter, until the
-//! followers' lease runs out and they elect a successor (about `election_timeout_max` +
-//! `election_timeout_min..max` of silence). Staying up as a voter matters: in a three-voter
+//! peers while the leader's lease holds. So a departing leader steps down instead
+//! (`LedgerNode::step_down`): it stops sending heartbeats and housekeeping ticks and never
+//! stands for election again, then waits, still a voter, until the followers' lease runs out
+//! and they elect a successor (about `election_timeout_max` + `election_timeout_min..max` of
+//! silence). Staying up as a voter matters: in a three-voter
 //! group where another replica is already down, the survivor cannot win without this vote.
 //! Writes still reaching this node keep the followers' lease fresh; under steady write traffic
 //! the wait can time out, and the group then elects after this node stops, as after a crash.
@@ -66,14 +67,12 @@ pub async fn step_down(node: &LedgerNode, within: Duration) -> Handover {
     if status.voters.iter().all(|&id| id == me) {
         return Handover::Alone;
     }
-    let raft = node.raft();
-    raft.runtime_config().elect(false);
-    raft.runtime_config().heartbeat(false);
+    node.step_down();
     info!(
         node = me,
         "stepping down as Raft leader: heartbeats stopped"
     );
-    let mut metrics = raft.metrics();
+    let mut metrics = node.raft().metrics();
     let successor = async {
         loop {
             if let Some(leader) = metrics.borrow().current_leader.filter(|&l| l != me) {
@@ -89,7 +88,7 @@ pub async fn step_down(node: &LedgerNode, within: Duration) -> Handover {
         _ => {
             // Still the leader: let it serve the writes of its own shutdown (lease release,
             // last spend report) normally.
-            raft.runtime_config().heartbeat(true);
+            node.resume_leading();
             Handover::TimedOut
         }
     }

@@ -53,6 +53,8 @@ pub(crate) struct LedgerCore {
     pub affinity: broadcast::Sender<AffinityRecord>,
     pub request_ids: RequestIds,
     pub leader_clock: LeaderClock,
+    /// Set by `LedgerNode::step_down`: a leader about to stop sends no housekeeping ticks.
+    pub stepping_down: std::sync::atomic::AtomicBool,
 }
 
 /// Hands out the ids of this process's writes: `boot` keeps them fresh across restarts.

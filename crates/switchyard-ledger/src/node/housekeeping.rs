@@ -27,7 +27,11 @@ pub(crate) async fn run(
         }
         let is_leader = sample(&core, &committed);
         let quiet_ms = core.ledger_now_ms().saturating_sub(core.view.load().now_ms);
-        if is_leader && quiet_ms >= u64::try_from(interval.as_millis()).unwrap_or(u64::MAX) {
+        let stepping_down = core.stepping_down.load(Ordering::SeqCst);
+        if is_leader
+            && !stepping_down
+            && quiet_ms >= u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)
+        {
             // A repeated tick is harmless: no request id. Bounded so a leader cut off from
             // its majority keeps its gauges fresh.
             let tick = WriteRequest {

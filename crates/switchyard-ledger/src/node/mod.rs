@@ -146,6 +146,7 @@ impl LedgerNode {
             affinity,
             request_ids: RequestIds::new(config.node_id, wall_clock_ms()),
             leader_clock: Default::default(),
+            stepping_down: Default::default(),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
 
@@ -299,6 +300,29 @@ impl LedgerNode {
                 .map(|(id, node)| (*id, node.addr.clone()))
                 .collect(),
         }
+    }
+
+    /// Before a leader stops: no more heartbeats or housekeeping ticks, and no standing for
+    /// election again, so the followers' lease lapses and they elect a successor while this
+    /// node still votes (openraft 0.9 has no leadership transfer). Writes that still reach
+    /// this node commit as before, and keep the followers' lease fresh meanwhile.
+    pub fn step_down(&self) {
+        self.core
+            .stepping_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let runtime = self.core.raft.runtime_config();
+        runtime.elect(false);
+        runtime.heartbeat(false);
+    }
+
+    /// Undoes [`step_down`](Self::step_down) when no successor came in time.
+    pub fn resume_leading(&self) {
+        self.core
+            .stepping_down
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let runtime = self.core.raft.runtime_config();
+        runtime.heartbeat(true);
+        runtime.elect(true);
     }
 
     /// Waits until some node is leader as seen from here (tests, startup scripts).

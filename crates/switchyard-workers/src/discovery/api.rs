@@ -86,10 +86,10 @@ impl Api {
             .method(Method::GET)
             .uri(uri)
             .header(header::ACCEPT, "application/json");
-        if !self.config.token_path.is_empty() {
+        if !self.config.bearer_file.is_empty() {
             // A few bytes on a tmpfs: read synchronously (tokio's `fs` feature is not on here).
-            let token = std::fs::read_to_string(&self.config.token_path).map_err(|e| {
-                ApiError::Transport(format!("token {}: {e}", self.config.token_path))
+            let token = std::fs::read_to_string(&self.config.bearer_file).map_err(|e| {
+                ApiError::Transport(format!("token {}: {e}", self.config.bearer_file))
             })?;
             builder = builder.header(header::AUTHORIZATION, format!("Bearer {}", token.trim()));
         }

@@ -26,7 +26,7 @@ pub struct DiscoveryConfig {
     pub model_label: String,
     /// Bearer token file sent on every API call (re-read each time, so rotation works);
     /// empty sends none.
-    pub token_path: String,
+    pub bearer_file: String,
     /// Full re-list this often, whatever the watch says.
     pub resync_interval_ms: u64,
     /// Pods whose models could not be learned yet, or whose name is still taken by a
@@ -49,7 +49,7 @@ impl Default for DiscoveryConfig {
             port_annotation: "switchyard.io/port".into(),
             model_annotation: "switchyard.io/models".into(),
             model_label: "switchyard.io/model".into(),
-            token_path: String::new(),
+            bearer_file: String::new(),
             resync_interval_ms: 300_000,
             retry_interval_ms: 2_000,
             watch_timeout_secs: 290,
