@@ -113,6 +113,8 @@ impl Reconciler {
             models: Some(wanted.models.clone()),
             health_path: (!self.config.health_path.is_empty())
                 .then(|| self.config.health_path.clone()),
+            // Kind-less: health path and metric names found as for any unnamed engine.
+            engine: None,
         };
         match self.registry.add(spec).await {
             Ok(_) => {
