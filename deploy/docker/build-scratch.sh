@@ -28,7 +28,7 @@ root="$ctx/rootfs"
 mkdir -p "$root/usr/local/bin" "$root/etc/switchyard" "$root/var/lib/switchyard" "$root/tmp"
 cp "$bin/switchyard" "$bin/switchyard-sim" "$root/usr/local/bin/"
 for exe in "$bin/switchyard" "$bin/switchyard-sim"; do
-  ldd "$exe" | awk '/=> \//{print $3} /^\s*\/lib/{print $1}' | while read -r lib; do
+  ldd "$exe" | awk '/=> \//{print $3} /^[ \t]*\/lib/{print $1}' | while read -r lib; do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
   done
