@@ -25,7 +25,7 @@ bin="${CARGO_TARGET_DIR:-$repo/target}/$profile"
 ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
 root="$ctx/rootfs"
-mkdir -p "$root/usr/local/bin" "$root/etc/switchyard" "$root/var/lib/switchyard" "$root/tmp"
+mkdir -p "$root/usr/local/bin" "$root/etc/switchyard" "$root/var/lib" "$root/tmp" "$ctx/data"
 cp "$bin/switchyard" "$bin/switchyard-sim" "$root/usr/local/bin/"
 for exe in "$bin/switchyard" "$bin/switchyard-sim"; do
   ldd "$exe" | awk '/=> \//{print $3} /^[ \t]*\/lib/{print $1}' | while read -r lib; do
@@ -38,11 +38,10 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home
 printf 'root:x:0:\nnonroot:x:65532:\n' > "$root/etc/group"
 printf 'hosts: files dns\n' > "$root/etc/nsswitch.conf"
 cp "$here/Dockerfile.scratch" "$ctx/Dockerfile"
-# The data directory and /tmp must be writable by the non-root user: ownership is set in the
-# archive the builder reads, so no root shell is needed in the image.
-tar -C "$ctx" --owner=0 --group=0 -cf "$ctx/ctx.tar" Dockerfile
-tar -C "$ctx" --owner=0 --group=0 --exclude=rootfs/var/lib/switchyard --exclude=rootfs/tmp -rf "$ctx/ctx.tar" rootfs
-tar -C "$ctx" --owner=65532 --group=65532 --no-recursion -rf "$ctx/ctx.tar" rootfs/var/lib/switchyard
+# /tmp must be writable by everyone (mode set in the archive the builder reads); the data
+# directory is created by `COPY --chown` in Dockerfile.scratch, owned by the non-root user.
+tar -C "$ctx" --owner=0 --group=0 -cf "$ctx/ctx.tar" Dockerfile data
+tar -C "$ctx" --owner=0 --group=0 --exclude=rootfs/tmp -rf "$ctx/ctx.tar" rootfs
 tar -C "$ctx" --owner=0 --group=0 --mode=1777 --no-recursion -rf "$ctx/ctx.tar" rootfs/tmp
 
 tag="${IMAGE_TAG:-switchyard:scratch}"
