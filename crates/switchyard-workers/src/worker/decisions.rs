@@ -227,6 +227,26 @@ mod tests {
         (WorkerCore::new(Arc::clone(&handle)), handle)
     }
 
+    /// A core on a manual clock with its own metrics registry, for time-driven decisions.
+    fn clocked_core() -> (
+        switchyard_core::ManualClock,
+        prometheus::Registry,
+        WorkerCore,
+        Arc<WorkerHandle>,
+    ) {
+        let clock = switchyard_core::ManualClock::new();
+        let registry = prometheus::Registry::new();
+        let ctx = crate::handle::HandleContext {
+            clock: Arc::new(clock.clone()),
+            metrics: Arc::new(crate::metrics::WorkerMetrics::register(&registry).unwrap()),
+            ..test_context()
+        };
+        let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
+        let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &ctx).unwrap());
+        let core = WorkerCore::new(Arc::clone(&handle));
+        (clock, registry, core, handle)
+    }
+
     fn figures(ttft: f64, tpot: f64) -> LatencyFigures {
         LatencyFigures {
             source: LatencySource::Metrics,
@@ -279,16 +299,7 @@ mod tests {
 
     #[test]
     fn failover_time_runs_from_the_first_failed_check_of_the_streak() {
-        let clock = switchyard_core::ManualClock::new();
-        let registry = prometheus::Registry::new();
-        let ctx = crate::handle::HandleContext {
-            clock: Arc::new(clock.clone()),
-            metrics: Arc::new(crate::metrics::WorkerMetrics::register(&registry).unwrap()),
-            ..test_context()
-        };
-        let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
-        let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &ctx).unwrap());
-        let mut core = WorkerCore::new(Arc::clone(&handle));
+        let (clock, registry, mut core, handle) = clocked_core();
         let config = HealthConfig::default();
         // A failure cleared by a success does not start the episode.
         core.on_health(false, &config);
@@ -357,16 +368,7 @@ mod tests {
 
     #[test]
     fn a_busy_silent_healthy_worker_is_marked_hung_and_probes_bring_it_back() {
-        let clock = switchyard_core::ManualClock::new();
-        let registry = prometheus::Registry::new();
-        let ctx = crate::handle::HandleContext {
-            clock: Arc::new(clock.clone()),
-            metrics: Arc::new(crate::metrics::WorkerMetrics::register(&registry).unwrap()),
-            ..test_context()
-        };
-        let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
-        let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &ctx).unwrap());
-        let mut core = WorkerCore::new(Arc::clone(&handle));
+        let (clock, registry, mut core, handle) = clocked_core();
         let config = HealthConfig::default();
         let filtered = handle.subscribe_filtered();
 
