@@ -81,7 +81,9 @@ meta() { printf '%s\t%s\n' "$1" "$2" >>"$FIG_META"; }
 log_cmd() {
     local line
     line="$(printf '%q ' "$@")"
-    line="${line//$BIN_DIR/target/release}"
+    # Name the binaries as they were run: a debug build must not read as target/release.
+    local shown_bin_dir="${BIN_DIR#"$REPO_ROOT"/}"
+    line="${line//$BIN_DIR/$shown_bin_dir}"
     line="${line//$FIG_DIR/benches/figures}"
     line="${line//$FIG_WORK/\$WORK}"
     meta command "${line% }"
