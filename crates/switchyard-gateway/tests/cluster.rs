@@ -11,14 +11,6 @@ use std::time::Duration;
 const ALICE: &str = "alice-key-0123456789";
 const BOB: &str = "bob-key-0123456789ab";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test]
 async fn three_replicas_share_one_budget_and_enforce_the_two_person_rule() {
     // Each answer reports 3 + 8 = 11 tokens, the same as the admission estimate for
@@ -48,31 +40,7 @@ models = ["sim-llama"]
     );
     let path = dir.path().join("switchyard.toml");
     std::fs::write(&path, config).unwrap();
-    let raft1 = format!("127.0.0.1:{}", free_port());
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let data = dir.path().join(format!("node{id}"));
-        let id_text = id.to_string();
-        let raft = if id == 1 {
-            raft1.clone()
-        } else {
-            "127.0.0.1:0".to_string()
-        };
-        let mut args = vec![
-            "--config",
-            path.to_str().unwrap(),
-            "--node-id",
-            &id_text,
-            "--raft-addr",
-            &raft,
-            "--data-dir",
-            data.to_str().unwrap(),
-        ];
-        if id > 1 {
-            args.extend(["--join", raft1.as_str()]);
-        }
-        nodes.push(GatewayProcess::spawn(&args).await);
-    }
+    let nodes = spawn_three_replicas(&path, dir.path()).await;
     let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
 
     let formed = eventually(Duration::from_secs(30), || async {

@@ -135,14 +135,7 @@ async fn demand_overload_with_healthy_workers_sheds_without_the_ramp_and_serves_
     assert_eq!(snapshot["dispatch_capacity"], 2, "{snapshot}");
     assert_eq!(snapshot["capacity_ratio"], 1.0, "{snapshot}");
 
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", gateway.base_url()),
-        &[],
-        "",
-    )
-    .await
-    .body;
+    let metrics = metrics_text(&gateway.base_url()).await;
     assert!(
         metric(
             &metrics,

@@ -9,14 +9,6 @@ use common::*;
 use http::Method;
 use std::time::Duration;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 const CONFIG: &str = r#"
 [cluster]
 secret = "test-cluster-secret"
@@ -79,31 +71,7 @@ async fn month_and_purpose_limits_hold_across_three_replicas() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("switchyard.toml");
     std::fs::write(&path, CONFIG.replace("WORKER_URL", &worker.url)).unwrap();
-    let raft1 = format!("127.0.0.1:{}", free_port());
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let data = dir.path().join(format!("node{id}"));
-        let id_text = id.to_string();
-        let raft = if id == 1 {
-            raft1.clone()
-        } else {
-            "127.0.0.1:0".to_string()
-        };
-        let mut args = vec![
-            "--config",
-            path.to_str().unwrap(),
-            "--node-id",
-            &id_text,
-            "--raft-addr",
-            &raft,
-            "--data-dir",
-            data.to_str().unwrap(),
-        ];
-        if id > 1 {
-            args.extend(["--join", raft1.as_str()]);
-        }
-        nodes.push(GatewayProcess::spawn(&args).await);
-    }
+    let nodes = spawn_three_replicas(&path, dir.path()).await;
     let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
     // Every replica lists the three pools: the day and month budgets of team-month and the
     // business budget of team-purpose.

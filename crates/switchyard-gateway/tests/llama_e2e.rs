@@ -13,7 +13,7 @@ mod llama_support;
 use common::*;
 use http::Method;
 use http_body_util::BodyExt;
-use llama_support::{LlamaServer, MODEL, free_port, paths};
+use llama_support::{LlamaServer, MODEL, paths};
 use std::time::{Duration, Instant};
 
 async fn workers(base: &str) -> Vec<serde_json::Value> {

@@ -41,14 +41,7 @@ async fn a_failing_worker_is_retried_on_a_different_one() {
             );
         }
     }
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", gateway.base_url()),
-        &[],
-        "",
-    )
-    .await
-    .body;
+    let metrics = metrics_text(&gateway.base_url()).await;
     assert!(
         metrics.contains("switchyard_upstream_attempts_total{kind=\"retry\"}"),
         "{metrics}"
@@ -78,14 +71,7 @@ async fn amplification_stays_under_two_when_a_worker_fails_everything() {
             ok += 1;
         }
     }
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", gateway.base_url()),
-        &[],
-        "",
-    )
-    .await
-    .body;
+    let metrics = metrics_text(&gateway.base_url()).await;
     let first = metric_value(
         &metrics,
         "switchyard_upstream_attempts_total{kind=\"first\"}",

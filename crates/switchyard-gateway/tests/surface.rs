@@ -82,14 +82,7 @@ async fn embeddings_reach_the_simulator_as_floats_or_base64_with_usage() {
     let missing = post_json(&url, &serde_json::json!({"model": "sim-llama"})).await;
     assert_eq!(missing.status, 400, "{}", missing.body);
 
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", gateway.base_url()),
-        &[],
-        "",
-    )
-    .await
-    .body;
+    let metrics = metrics_text(&gateway.base_url()).await;
     assert!(
         metrics
             .lines()

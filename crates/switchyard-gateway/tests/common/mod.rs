@@ -356,3 +356,53 @@ impl CaptureWorker {
         }
     }
 }
+
+/// A free loopback port (bound once, then released for a child process to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Three `switchyard serve` replicas of one Raft group on `config`: node 1 on a fixed Raft
+/// port, nodes 2 and 3 joining it; each with its own data dir under `dir`.
+pub async fn spawn_three_replicas(
+    config: &std::path::Path,
+    dir: &std::path::Path,
+) -> Vec<GatewayProcess> {
+    let raft1 = format!("127.0.0.1:{}", free_port());
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let data = dir.join(format!("node{id}"));
+        let id_text = id.to_string();
+        let raft = if id == 1 {
+            raft1.clone()
+        } else {
+            "127.0.0.1:0".to_string()
+        };
+        let mut args = vec![
+            "--config",
+            config.to_str().unwrap(),
+            "--node-id",
+            &id_text,
+            "--raft-addr",
+            &raft,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ];
+        if id > 1 {
+            args.extend(["--join", raft1.as_str()]);
+        }
+        nodes.push(GatewayProcess::spawn(&args).await);
+    }
+    nodes
+}
+
+/// The gateway's `/metrics` exposition as text.
+pub async fn metrics_text(base_url: &str) -> String {
+    send(Method::GET, &format!("{base_url}/metrics"), &[], "")
+        .await
+        .body
+}

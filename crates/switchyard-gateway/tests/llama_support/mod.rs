@@ -53,15 +53,6 @@ pub fn paths() -> Option<LlamaPaths> {
     Some(LlamaPaths { server, model })
 }
 
-/// A free loopback port (bound and released; the server binds it a moment later).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 pub struct LlamaServer {
     pub name: String,
     pub port: u16,
