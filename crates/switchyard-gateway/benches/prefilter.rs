@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
         let state = gateway.state().clone();
         runtime.block_on(async {
             for i in (0..64).step_by(4) {
-                let _ = state.registry.drain(&format!("w{i}")).await;
+                let _ = state.stack.registry.drain(&format!("w{i}")).await;
             }
         });
         let body = serde_json::json!({
@@ -46,7 +46,9 @@ fn bench(c: &mut Criterion) {
         .to_string();
         let parsed = openai::parse(Route::ChatCompletions, body.as_bytes()).unwrap();
         c.bench_function(&format!("select_64_workers_16_filtered/{policy}"), |b| {
-            b.iter(|| black_box(select_worker(&state, &parsed, Some("session-1"), &[]).unwrap()))
+            b.iter(|| {
+                black_box(select_worker(&state.stack, &parsed, Some("session-1"), &[]).unwrap())
+            })
         });
         runtime.block_on(gateway.shutdown());
     }

@@ -204,7 +204,7 @@ fn main() -> anyhow::Result<()> {
                 demo::wait_for_shutdown_signal().await;
                 tracing::info!("shutting down");
                 tokio::select! {
-                    _ = switchyard_gateway::lifecycle::drain_and_stop(gateway, plan) => Ok(()),
+                    _ = gateway.drain_and_stop(plan) => Ok(()),
                     _ = demo::wait_for_shutdown_signal() => {
                         tracing::warn!("second stop signal: exiting without finishing the drain");
                         std::process::exit(130);

@@ -16,11 +16,12 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::config::Config;
-use crate::lifecycle::Lifecycle;
+use crate::lifecycle::{DrainPlan, Handover, Lifecycle, step_down};
 use crate::metrics::Metrics;
 use crate::proxy::retry_budget::RetryBudget;
+use crate::reload::current::CurrentConfig;
 use crate::reload::{AuditLog, ConfigOverrides, LiveConfig, Reconfigure, spawn_file_watcher};
-use crate::state::AppState;
+use crate::state::{AppState, Stack};
 use std::path::PathBuf;
 use switchyard_admission::{Admission, InMemoryLedger};
 use switchyard_core::SystemClock;
@@ -135,7 +136,7 @@ impl GatewayHandle {
         &self.state
     }
 
-    /// The drain phase and in-flight count (`lifecycle::drain_and_stop` drives them).
+    /// The drain phase and in-flight count ([`Self::drain_and_stop`] drives them).
     pub fn lifecycle(&self) -> &Arc<Lifecycle> {
         &self.lifecycle
     }
@@ -159,7 +160,7 @@ impl GatewayHandle {
             self.server.abort();
         }
         self.warmup_tasks.stop().await;
-        self.state.registry.stop();
+        self.state.stack.registry.stop();
         let _ = (&mut self.registry_task).await;
         let _ = (&mut self.admission_ticker).await;
         let ledger = self.ledger.take();
@@ -169,6 +170,40 @@ impl GatewayHandle {
         if let Some(ledger) = ledger {
             ledger.shutdown().await;
         }
+    }
+
+    /// Runs the phases of a graceful shutdown and stops the gateway. Returns what happened to
+    /// Raft leadership.
+    pub async fn drain_and_stop(self, plan: DrainPlan) -> Handover {
+        let lifecycle = Arc::clone(self.lifecycle());
+        lifecycle.begin_drain();
+        info!(
+            accept_ms = plan.accept.as_millis() as u64,
+            in_flight = lifecycle.in_flight(),
+            "draining: readiness off"
+        );
+        tokio::time::sleep(plan.accept).await;
+        lifecycle.stop_accepting();
+        info!(
+            in_flight = lifecycle.in_flight(),
+            "draining: new requests refused"
+        );
+        if lifecycle.wait_idle(plan.drain).await {
+            info!("drained: nothing in flight");
+        } else {
+            warn!(
+                in_flight = lifecycle.in_flight(),
+                "drain deadline passed with requests in flight; they are cut"
+            );
+        }
+        let outcome = match &self.state().cluster {
+            Some(node) => step_down(node, plan.handover).await,
+            None => Handover::NotClustered,
+        };
+        lifecycle.count_handover(&outcome);
+        info!(outcome = outcome.label(), leader = ?outcome.successor(), "raft leadership at shutdown");
+        self.shutdown().await;
+        outcome
     }
 }
 
@@ -287,17 +322,27 @@ pub async fn start_with(
         clock,
         metrics.registry(),
     )?;
+    let current = Arc::new(CurrentConfig::new(config.clone()));
+    let stack = Arc::new(Stack {
+        config: Arc::clone(&current),
+        registry,
+        policy,
+        client,
+        metrics,
+        retry_budget,
+        admission,
+    });
     let warmup = crate::warmup::start(
         &config,
-        &admission,
-        metrics.registry(),
+        &stack,
+        stack.metrics.registry(),
         options.warmup_clock,
     )
     .await?;
     let followers: Vec<Arc<dyn Reconfigure>> = vec![
-        Arc::new(RetryFollower(Arc::clone(&retry_budget))),
-        Arc::new(HealthFollower(registry.clone())),
-        warmup.follower(),
+        Arc::new(RetryFollower(Arc::clone(&stack.retry_budget))),
+        Arc::new(HealthFollower(stack.registry.clone())),
+        warmup.follower,
     ];
     let listener_config = config.listener.clone();
     let tls = listener_config
@@ -310,29 +355,24 @@ pub async fn start_with(
         })
         .transpose()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let listener_metrics = crate::listener::ListenerMetrics::new(metrics.registry())
+    let listener_metrics = crate::listener::ListenerMetrics::new(stack.metrics.registry())
         .map_err(crate::metrics::MetricsError::from)?;
     let pending_bodies = crate::proxy::body_budget::BodyBudget::new(
         listener_config.max_pending_body_bytes,
-        metrics.registry(),
+        stack.metrics.registry(),
     )
     .map_err(crate::metrics::MetricsError::from)?;
-    let live = Arc::new(LiveConfig::new(config, followers, audit));
+    let live = Arc::new(LiveConfig::over(current, followers, audit));
     let state = Arc::new(AppState {
+        stack,
         live: Arc::clone(&live),
-        registry,
-        policy,
-        client,
-        metrics,
-        retry_budget,
-        admission,
         ledger,
         cluster,
         admin_keys,
-        warmup: warmup.runtime(),
+        warmup: warmup.runtime,
         pending_bodies,
     });
-    let warmup_tasks = warmup.bind(&state);
+    let warmup_tasks = warmup.tasks;
     let admission_ticker = spawn_admission_ticker(Arc::clone(&state));
     let overrides = options
         .config_overrides
@@ -341,10 +381,10 @@ pub async fn start_with(
         .config_path
         .filter(|_| !watch_interval.is_zero())
         .map(|path| spawn_file_watcher(Arc::clone(&live), path, watch_interval, overrides));
-    let lifecycle = Arc::new(Lifecycle::new(state.metrics.registry())?);
+    let lifecycle = Arc::new(Lifecycle::new(state.stack.metrics.registry())?);
     let app = crate::http::router(Arc::clone(&state)).layer(axum::middleware::from_fn_with_state(
         Arc::clone(&lifecycle),
-        crate::lifecycle::guard,
+        crate::lifecycle::middleware::guard,
     ));
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -361,7 +401,7 @@ pub async fn start_with(
         )
         .await;
     });
-    info!(addr = %local, policy = state.policy.name(), workers = state.config().workers.len(), "switchyard gateway listening");
+    info!(addr = %local, policy = state.stack.policy.name(), workers = state.config().workers.len(), "switchyard gateway listening");
     Ok(GatewayHandle {
         addr: local,
         scheme,
@@ -403,7 +443,7 @@ fn spawn_admission_ticker(state: Arc<AppState>) -> JoinHandle<()> {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let workers = state.registry.directory().snapshot();
+            let workers = state.stack.registry.directory().snapshot();
             let filtered = workers
                 .iter()
                 .filter(|w| w.routability() != Routability::Routable)
@@ -413,8 +453,8 @@ fn spawn_admission_ticker(state: Arc<AppState>) -> JoinHandle<()> {
             } else {
                 filtered as f64 / workers.len() as f64
             };
-            state.admission.report_fleet(share);
-            state.admission.tick();
+            state.stack.admission.report_fleet(share);
+            state.stack.admission.tick();
         }
     })
 }

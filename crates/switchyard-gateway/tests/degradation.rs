@@ -100,11 +100,11 @@ async fn level_three_serves_core_callers_from_cache_or_warm_resources_and_others
     assert_eq!(released.json()["released"], true);
     let state = gateway.state().clone();
     let level = || state.warmup.view.load().level.as_u8();
-    switchyard_gateway::warmup::evaluate_once(&state).await;
+    switchyard_gateway::warmup::evaluate_once(&state.stack, &state.warmup).await;
     assert_eq!(level(), 3, "held: the last change is younger than 5 min");
     for expected in [2, 1, 0] {
         clock.advance(Duration::from_secs(301));
-        switchyard_gateway::warmup::evaluate_once(&state).await;
+        switchyard_gateway::warmup::evaluate_once(&state.stack, &state.warmup).await;
         assert_eq!(level(), expected);
     }
     let served = chat_as(&base, Some("sk-app"), &[], &hello).await;
@@ -195,7 +195,7 @@ async fn a_failing_action_marks_the_level_failed_and_it_is_not_in_force() {
     assert_eq!(status["view"]["level"], 0);
     assert_eq!(status["view"]["failed"]["action"], "warmup_limits");
     assert_eq!(
-        gateway.state().admission.capacity_ratio(),
+        gateway.state().stack.admission.capacity_ratio(),
         1.0,
         "actions after the failed one were not applied"
     );

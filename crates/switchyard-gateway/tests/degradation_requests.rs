@@ -39,7 +39,7 @@ async fn one_tenant_at_its_limit_degrades_alone_and_a_spent_fleet_degrades_every
     };
 
     assert_eq!(ask("sk-hot", "first question").await.status, 200);
-    switchyard_gateway::warmup::evaluate_once(&state).await;
+    switchyard_gateway::warmup::evaluate_once(&state.stack, &state.warmup).await;
     assert_eq!(
         level(),
         0,
@@ -68,7 +68,7 @@ async fn one_tenant_at_its_limit_degrades_alone_and_a_spent_fleet_degrades_every
     );
 
     assert_eq!(ask("sk-big", "big question").await.status, 200);
-    switchyard_gateway::warmup::evaluate_once(&state).await;
+    switchyard_gateway::warmup::evaluate_once(&state.stack, &state.warmup).await;
     assert_eq!(level(), 3, "the fleet at 97 %: survival");
     let refused = ask("sk-free", "after the fleet ran out").await;
     assert_eq!(refused.status, 503, "{}", refused.body);

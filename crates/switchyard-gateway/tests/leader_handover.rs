@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use std::time::Duration;
 use switchyard_gateway::cluster::ClusterMember;
-use switchyard_gateway::lifecycle::{DrainPlan, Handover, drain_and_stop};
+use switchyard_gateway::lifecycle::{DrainPlan, Handover};
 
 fn free_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -59,7 +59,7 @@ async fn a_draining_leader_hands_leadership_to_a_follower() {
         drain: Duration::from_secs(1),
         handover: Duration::from_secs(10),
     };
-    let outcome = drain_and_stop(leader, plan).await;
+    let outcome = leader.drain_and_stop(plan).await;
     let Handover::HandedOver(successor) = outcome else {
         panic!("leadership was not handed over: {outcome:?}");
     };

@@ -141,7 +141,7 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     // Give the server a moment to take both connections into its two slots.
     assert!(
         eventually(Duration::from_secs(5), || async {
-            let metrics = gateway.state().metrics.registry().gather();
+            let metrics = gateway.state().stack.metrics.registry().gather();
             metrics
                 .iter()
                 .find(|f| f.name() == "switchyard_client_connections")

@@ -186,7 +186,7 @@ async fn drills_report_and_recover_and_admin_calls_need_the_key() {
     assert!(report["detected_in_ms"].is_u64());
     assert_eq!(gateway.state().warmup.view.load().level.as_u8(), 0);
     assert_eq!(
-        gateway.state().admission.capacity_ratio(),
+        gateway.state().stack.admission.capacity_ratio(),
         1.0,
         "recovered capacity"
     );
@@ -200,7 +200,7 @@ async fn drills_report_and_recover_and_admin_calls_need_the_key() {
     .await;
     assert_eq!(forced.status, 200);
     assert_eq!(
-        gateway.state().admission.capacity_ratio(),
+        gateway.state().stack.admission.capacity_ratio(),
         0.8,
         "level 1: 80 % concurrency"
     );

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use switchyard_core::Secret;
 
-use super::ConfigError;
+use super::error::{ConfigError, check_admin_key_strength};
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -108,10 +108,7 @@ pub(super) fn validate(
         ));
     }
     if !listener.metrics_token.is_empty() {
-        super::validate::check_admin_key_strength(
-            "listener.metrics_token",
-            listener.metrics_token.expose(),
-        )?;
+        check_admin_key_strength("listener.metrics_token", listener.metrics_token.expose())?;
     }
     Ok(())
 }

@@ -1,13 +1,14 @@
 //! The gateway's configuration: TOML, every field defaulted, unknown keys rejected, every
 //! invalid value reported with its field path. `config/switchyard.toml` documents it all.
 
+mod error;
 mod limits;
+mod load;
 mod validate;
 mod warmup;
 
 pub use crate::cluster::{ClusterConfig, ClusterMember};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use std::time::Duration;
 pub use switchyard_admission::AdmissionConfig;
 use switchyard_core::Secret;
@@ -20,10 +21,10 @@ pub use switchyard_workers::discovery::DiscoveryConfig;
 pub use crate::proxy::deadline::FirstByteConfig;
 pub use crate::proxy::retry_budget::RetryConfig;
 
+pub use error::ConfigError;
+pub(crate) use error::check_admin_key_strength;
 pub use limits::{LimitsConfig, ListenerConfig};
 pub use switchyard_warmup::{DegradationConfig, WarmupConfig};
-pub use validate::ConfigError;
-pub(crate) use validate::check_admin_key_strength;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -200,27 +201,5 @@ impl AdminRole {
             AdminRole::Approver => "approver",
             AdminRole::Admin => "admin",
         }
-    }
-}
-
-impl Config {
-    /// Reads, parses and validates a config file.
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Self::parse(&text)
-    }
-
-    /// Parses and validates TOML text.
-    pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let config = validate::parse_with_paths(text)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        validate::validate(self)
     }
 }

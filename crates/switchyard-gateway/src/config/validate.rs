@@ -1,39 +1,10 @@
+//! Whole-config validation: every section's checks, each error naming its field.
+
 use std::collections::HashSet;
 use switchyard_router::RouterError;
 
 use super::Config;
-
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {message}")]
-    Read { path: String, message: String },
-    #[error("config error at `{path}`: {message}")]
-    Invalid { path: String, message: String },
-}
-
-impl ConfigError {
-    pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-/// Deserializes while tracking the path of the field being read, so an unknown key or a
-/// wrong type is reported as `routing.cache_aware.match_threshold`, not just a line number.
-pub(super) fn parse_with_paths(text: &str) -> Result<Config, ConfigError> {
-    let deserializer = toml::Deserializer::parse(text)
-        .map_err(|e| ConfigError::invalid("<toml>", e.message().to_string()))?;
-    serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        ConfigError::invalid(
-            if path == "." { "<root>".into() } else { path },
-            inner.message().to_string(),
-        )
-    })
-}
+use super::error::{ConfigError, check_admin_key_strength};
 
 pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
     let positive = [
@@ -126,20 +97,6 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
                 format!("duplicate worker name `{}`", worker.name),
             ));
         }
-    }
-    Ok(())
-}
-
-/// An admin key must not be guessable: at least `MIN_SECRET_LEN` characters.
-pub(crate) fn check_admin_key_strength(field: &str, key: &str) -> Result<(), ConfigError> {
-    if key.len() < crate::cluster::MIN_SECRET_LEN {
-        return Err(ConfigError::invalid(
-            field,
-            format!(
-                "must be at least {} characters",
-                crate::cluster::MIN_SECRET_LEN
-            ),
-        ));
     }
     Ok(())
 }

@@ -3,7 +3,8 @@
 
 use switchyard_warmup::ResourceKind;
 
-use super::{Config, ConfigError};
+use super::Config;
+use super::error::ConfigError;
 
 /// Context snapshots a warmup can refresh: `models` re-reads every worker's `/v1/models`.
 pub const CONTEXT_SNAPSHOTS: &[&str] = &["models"];

@@ -142,7 +142,7 @@ pub async fn list_workers(
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authenticate(&state, &headers)?.require(Right::Read)?;
-    Ok(Json(json!({"workers": state.registry.snapshot()})))
+    Ok(Json(json!({"workers": state.stack.registry.snapshot()})))
 }
 
 #[derive(Deserialize)]
@@ -179,7 +179,12 @@ pub async fn add_worker(
     spec.models = request.models;
     spec.health_path = request.health_path;
     spec.engine = request.engine;
-    let worker = state.registry.add(spec).await.map_err(registry_error)?;
+    let worker = state
+        .stack
+        .registry
+        .add(spec)
+        .await
+        .map_err(registry_error)?;
     Ok((StatusCode::CREATED, Json(worker_json(&worker))).into_response())
 }
 
@@ -200,7 +205,12 @@ pub async fn remove_worker(
     Query(query): Query<RemoveQuery>,
 ) -> Result<Response, ApiError> {
     authenticate(&state, &headers)?.require(Right::Operate)?;
-    let drain = state.registry.drain(&name).await.map_err(registry_error)?;
+    let drain = state
+        .stack
+        .registry
+        .drain(&name)
+        .await
+        .map_err(registry_error)?;
     if !query.wait {
         return Ok((StatusCode::ACCEPTED, Json(json!({"draining": name}))).into_response());
     }
@@ -283,7 +293,7 @@ pub async fn admission(
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authenticate(&state, &headers)?.require(Right::Read)?;
-    let snapshot = serde_json::to_value(state.admission.snapshot())
+    let snapshot = serde_json::to_value(state.stack.admission.snapshot())
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(snapshot))
 }

@@ -15,6 +15,7 @@ pub async fn health() -> Json<serde_json::Value> {
 /// Readiness: at least one worker can be routed to.
 pub async fn ready(State(state): State<SharedState>) -> Response {
     let routable = state
+        .stack
         .registry
         .directory()
         .snapshot()
@@ -34,7 +35,7 @@ pub async fn ready(State(state): State<SharedState>) -> Response {
 
 /// The union of the models the registered workers serve.
 pub async fn models(State(state): State<SharedState>) -> Json<serde_json::Value> {
-    let workers = state.registry.directory().snapshot();
+    let workers = state.stack.registry.directory().snapshot();
     let names: BTreeSet<String> = workers
         .iter()
         .filter_map(|w| w.models())
@@ -64,9 +65,10 @@ pub async fn metrics(State(state): State<SharedState>, headers: http::HeaderMap)
             .into_response();
         }
     }
-    let text = state
-        .metrics
-        .render(state.registry.directory(), &state.policy.stats());
+    let text = state.stack.metrics.render(
+        state.stack.registry.directory(),
+        &state.stack.policy.stats(),
+    );
     (
         [(
             header::CONTENT_TYPE,

@@ -10,19 +10,15 @@
 //! 4. the gateway stops (ledger leases released, spend flushed) and the process exits.
 
 mod handover;
-mod middleware;
+pub mod middleware;
 
 pub use handover::{Handover, step_down};
-pub use middleware::guard;
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
-use tracing::{info, warn};
-
-use crate::server::GatewayHandle;
 
 const SERVING: u8 = 0;
 const DRAINING: u8 = 1;
@@ -75,6 +71,14 @@ impl Lifecycle {
                 handovers,
             },
         })
+    }
+
+    /// Counts what happened to Raft leadership at shutdown.
+    pub fn count_handover(&self, outcome: &Handover) {
+        self.metrics
+            .handovers
+            .with_label_values(&[outcome.label()])
+            .inc();
     }
 
     /// Phase 1: readiness off, connections closed after their current response.
@@ -161,44 +165,6 @@ impl DrainPlan {
             handover: Duration::from_millis(server.shutdown_handover_ms),
         }
     }
-}
-
-/// Runs the phases of a graceful shutdown and stops the gateway. Returns what happened to
-/// Raft leadership.
-pub async fn drain_and_stop(gateway: GatewayHandle, plan: DrainPlan) -> Handover {
-    let lifecycle = Arc::clone(gateway.lifecycle());
-    lifecycle.begin_drain();
-    info!(
-        accept_ms = plan.accept.as_millis() as u64,
-        in_flight = lifecycle.in_flight(),
-        "draining: readiness off"
-    );
-    tokio::time::sleep(plan.accept).await;
-    lifecycle.stop_accepting();
-    info!(
-        in_flight = lifecycle.in_flight(),
-        "draining: new requests refused"
-    );
-    if lifecycle.wait_idle(plan.drain).await {
-        info!("drained: nothing in flight");
-    } else {
-        warn!(
-            in_flight = lifecycle.in_flight(),
-            "drain deadline passed with requests in flight; they are cut"
-        );
-    }
-    let outcome = match &gateway.state().cluster {
-        Some(node) => step_down(node, plan.handover).await,
-        None => Handover::NotClustered,
-    };
-    lifecycle
-        .metrics
-        .handovers
-        .with_label_values(&[outcome.label()])
-        .inc();
-    info!(outcome = outcome.label(), leader = ?outcome.successor(), "raft leadership at shutdown");
-    gateway.shutdown().await;
-    outcome
 }
 
 #[cfg(test)]

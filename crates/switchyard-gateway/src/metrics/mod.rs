@@ -9,6 +9,7 @@ use prometheus::{
 use switchyard_router::RoutingStats;
 use switchyard_workers::WorkerDirectory;
 
+pub mod degradation;
 mod routing;
 
 use routing::RoutingMetrics;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use switchyard_admission::AdmissionPermit;
 use switchyard_workers::{CallOutcome, InFlightGuard};
 
-use super::finish::{Capture, FinishHook, Finished};
+use super::settle::{Capture, FinishHook, Finished};
 use super::usage::UsageSniffer;
 use axum::BoxError;
 

@@ -1,17 +1,35 @@
-//! The inference request path, one stage per module, assembled here in order:
-//! read body → parse → (select worker → forward, retried on another worker) → meter the
-//! streamed response. Later stages (admission, prefilters) slot in as their own modules.
+//! The inference request path. Every stage is a module with one job, called in order here:
+//!
+//! 1. `identity` — API key → caller, priority, purpose (401/403 before the body is read);
+//! 2. `body` — the bounded body read (413 / 408 / 503 over the held-bodies budget);
+//! 3. `parse` — only what routing and budgets need (400 past the output-token limits);
+//! 4. `degrade` — the degradation verdict: lowered priority, downgrade chain, cache answer
+//!    or friendly error, then lazy warmup;
+//! 5. `admit` — budget, rate, concurrency and the priority queue; the permit is held to the end;
+//! 6. `select` — prefilters, then the routing policy (asked again on each retry);
+//! 7. `retry` + `attempt` — an attempt per worker until one answers its first byte in time,
+//!    retried on another worker within the retry budget;
+//! 8. `stream` — the worker's body to the client through the metered body;
+//! 9. `settle` — at the end: the permit settled with the real usage, spend booked by purpose,
+//!    the response cache filled; the degradation disclosure on the answer.
+//!
+//! Warmups enter at [`dispatch_warmup`] (stage 5) with their own tags and body.
 
+mod admit;
+mod attempt;
+mod body;
 pub mod body_budget;
-mod body_limit;
+mod context;
 pub mod deadline;
-pub mod finish;
-pub(crate) mod forward;
+mod degrade;
+mod identity;
 mod metered_body;
+mod parse;
 mod retry;
 pub mod retry_budget;
 pub mod select;
-mod surface;
+mod settle;
+mod stream;
 mod usage;
 mod usage_stream;
 
@@ -23,14 +41,15 @@ use std::time::Instant;
 use switchyard_core::RequestTags;
 use tracing::Instrument;
 
+use self::context::RequestContext;
+use self::degrade::Plan;
+use self::metered_body::GatewayInFlight;
+use self::select::Selector;
+use self::settle::FinishHook;
 use crate::error::ApiError;
-use crate::openai::{self, Route};
-use crate::state::SharedState;
-
-pub use metered_body::GatewayInFlight;
-
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
-pub const WORKER_HEADER: &str = "x-switchyard-worker";
+use crate::headers;
+use crate::openai::{ParsedRequest, Route};
+use crate::state::{AppState, SharedState, Stack};
 
 /// Serves one OpenAI inference request end to end. Never panics on input; every failure
 /// becomes an OpenAI-shaped error response.
@@ -44,10 +63,10 @@ pub async fn handle_at(
     state: SharedState,
     route: Route,
     upstream_path: &str,
-    headers: HeaderMap,
+    client_headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let request_id = request_id(&headers);
+    let request_id = request_id(&client_headers);
     let span = tracing::info_span!(
         "request",
         request_id = %request_id,
@@ -55,30 +74,21 @@ pub async fn handle_at(
         caller = tracing::field::Empty
     );
     async move {
-        let started = Instant::now();
-        let in_flight = GatewayInFlight::enter(&state.metrics);
-        let ctx = forward::RequestContext {
-            state: &state,
+        let ctx = RequestContext {
+            stack: &state.stack,
             route,
             upstream_path,
-            client_headers: &headers,
+            client_headers: &client_headers,
             request_id: &request_id,
-            started,
+            started: Instant::now(),
         };
-        let mut response = match serve(&ctx, body, in_flight).await {
+        let in_flight = GatewayInFlight::enter(&state.stack.metrics);
+        let mut response = match serve(&state, &ctx, body, in_flight).await {
             Ok(response) => response,
-            Err(error) => {
-                tracing::debug!(status = error.status.as_u16(), code = error.code, message = %error.message, "request refused");
-                state
-                    .metrics
-                    .requests
-                    .with_label_values(&[route.label(), error.status.as_str(), "none"])
-                    .inc();
-                error.into_response()
-            }
+            Err(error) => refused(&ctx, error),
         };
         if let Ok(value) = HeaderValue::from_str(&request_id) {
-            response.headers_mut().insert(REQUEST_ID_HEADER, value);
+            response.headers_mut().insert(headers::REQUEST_ID, value);
         }
         response
     }
@@ -86,123 +96,93 @@ pub async fn handle_at(
     .await
 }
 
-/// Output tokens assumed for the budget estimate when a request sets no `max_tokens`.
-const DEFAULT_OUTPUT_ESTIMATE: u64 = 256;
-
+/// The stages, in order.
 async fn serve(
-    ctx: &forward::RequestContext<'_>,
+    state: &AppState,
+    ctx: &RequestContext<'_>,
     body: Body,
     in_flight: GatewayInFlight,
 ) -> Result<Response, ApiError> {
-    if !ctx.route.is_generation() {
-        return surface::serve(ctx, body, in_flight).await;
-    }
-    let admission = &ctx.state.admission;
-    // Identity first: an unknown caller is refused before its body is even read.
-    let tags = admission
-        .resolve(ctx.client_headers)
-        .map_err(ApiError::refused)?;
-    tracing::Span::current().record("caller", &*tags.caller);
-    let (limit, deadline) = {
-        let config = ctx.state.config();
-        (
-            config.server.max_body_bytes,
-            config.listener.body_read_timeout(),
-        )
+    let tags = identity::resolve(ctx)?;
+    // Held until the response's headers are out: the body waits for admission inside it.
+    let (bytes, _held_body) = body::read_request(ctx, &state.pending_bodies, body).await?;
+    let parsed = parse::parse(ctx, &bytes)?;
+    let planned = match degrade::plan(state, ctx, tags, parsed, bytes).await? {
+        Plan::Answered(response) => return Ok(response),
+        Plan::Forward(planned) => planned,
     };
-    // Held until the response headers are out: the body waits for admission inside it.
-    let (bytes, _held_body) = body_limit::read(
-        ctx.client_headers,
-        body,
-        limit,
-        &ctx.state.pending_bodies,
-        deadline,
-    )
-    .await?;
-    let parsed = openai::parse(ctx.route, &bytes)?;
-    parsed.check_max_tokens(ctx.state.config().limits.max_output_tokens)?;
-    if let Some(context) = model_context(ctx.state, &parsed.model) {
-        parsed.check_max_tokens(context)?;
-    }
-    // Degradation verdict, downgrade chain, cache fallback, lazy warmup (issue 7).
-    let planned = match crate::warmup::front::plan(ctx, tags, parsed, bytes).await? {
-        crate::warmup::front::Plan::Answer(response) => return Ok(response),
-        crate::warmup::front::Plan::Forward(planned) => planned,
-    };
-    let warmup = &ctx.state.warmup;
-    let on_finish = Some(planned.finish_hook(warmup));
-    let (tags, parsed, bytes) = (&planned.tags, &planned.parsed, planned.bytes.clone());
-    let mut response = dispatch(ctx, tags, parsed, bytes, in_flight, on_finish).await?;
-    planned.disclose(ctx, warmup, &mut response);
+    let on_finish = settle::hook(&state.warmup, &planned);
+    let (tags, parsed) = (&planned.tags, &planned.parsed);
+    let bytes = planned.bytes.clone();
+    let mut response = dispatch(ctx, tags, parsed, bytes, in_flight, Some(on_finish)).await?;
+    settle::disclose(&state.warmup, ctx, &planned, &mut response);
     Ok(response)
 }
 
-/// Admission, then the worker (selected, retried) and the metered response: the stack every
-/// request whose tags and body are settled goes through, business and warmup alike.
-pub(crate) async fn dispatch(
-    ctx: &forward::RequestContext<'_>,
+/// Stages 5 to 8 for a request whose tags and body are settled: business requests after
+/// `degrade`, and warmups sent through the same stack.
+async fn dispatch(
+    ctx: &RequestContext<'_>,
     tags: &RequestTags,
-    parsed: &openai::ParsedRequest,
+    parsed: &ParsedRequest,
     bytes: Bytes,
     in_flight: GatewayInFlight,
-    on_finish: Option<finish::FinishHook>,
+    on_finish: Option<FinishHook>,
 ) -> Result<Response, ApiError> {
-    let estimate = parsed.estimated_tokens(DEFAULT_OUTPUT_ESTIMATE);
-    let mut permit = ctx
-        .state
-        .admission
-        .admit(tags, estimate)
-        .await
-        .map_err(ApiError::refused)?;
+    let permit = admit::admit(ctx, tags, parsed).await?;
     // A stream is billed by the usage its worker reports, so the worker is always asked for
-    // it; a client that did not ask does not see it. (Chat and completions only: the rest of
-    // the surface is forwarded as it is; Responses streams always end with their usage.)
-    let hide_usage = ctx.route.is_generation() && parsed.stream && !parsed.include_usage;
-    let bytes = match hide_usage.then(|| usage_stream::ask_for_usage(&bytes)) {
-        Some(Some(asked)) => asked,
-        _ => bytes,
+    // it; a client that did not ask does not see it.
+    let (bytes, hide_usage) = usage_stream::ask_unless_asked(ctx.route, parsed, bytes);
+    let selector = Selector::new(ctx, parsed);
+    let upstream = match retry::send_with_retries(ctx, &selector, parsed, bytes, tags).await {
+        Ok(upstream) => upstream,
+        Err(error) => return Err(admit::unserved(permit, error)),
     };
-    match retry::send_with_retries(ctx, parsed, bytes, tags).await {
-        Ok(upstream) => {
-            let response = forward::respond(ctx, upstream, in_flight, permit, on_finish);
-            Ok(if hide_usage {
-                usage_stream::strip_usage_chunk(response)
-            } else {
-                response
-            })
-        }
-        Err(error) => {
-            if error.status.is_server_error() {
-                permit.mark_failed();
-            }
-            // Nothing was served: nothing is spent.
-            permit.settle(0);
-            Err(error)
-        }
-    }
+    Ok(stream::respond(
+        ctx, upstream, in_flight, permit, on_finish, hide_usage,
+    ))
 }
 
-/// The longest context among the workers serving `model`, when every one of them stated it
-/// (`max_model_len` from `/v1/models`): no worker could generate more than that.
-fn model_context(state: &crate::state::AppState, model: &str) -> Option<u64> {
-    let workers = state.registry.directory().snapshot();
-    let mut serving = workers
-        .iter()
-        .filter(|w| {
-            w.models()
-                .is_some_and(|m| m.iter().any(|name| name == model))
-        })
-        .peekable();
-    serving.peek()?;
-    serving
-        .map(|w| w.max_model_len())
-        .try_fold(0u64, |longest, len| len.map(|len| longest.max(len)))
+/// A warmup request through stages 5 to 8, as the gateway's own caller: `tags` name the
+/// warmup's caller, purpose and priority; `client_headers` carry its routing-key inputs
+/// (session); `started` is when the gateway's latency histograms start timing it.
+pub async fn dispatch_warmup(
+    stack: &Stack,
+    tags: &RequestTags,
+    parsed: &ParsedRequest,
+    bytes: Bytes,
+    client_headers: &HeaderMap,
+    request_id: &str,
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let route = Route::ChatCompletions;
+    let ctx = RequestContext {
+        stack,
+        route,
+        upstream_path: route.path(),
+        client_headers,
+        request_id,
+        started,
+    };
+    let in_flight = GatewayInFlight::enter(&stack.metrics);
+    dispatch(&ctx, tags, parsed, bytes, in_flight, None).await
+}
+
+/// Counts a refused request and turns the error into its response.
+fn refused(ctx: &RequestContext<'_>, error: ApiError) -> Response {
+    tracing::debug!(status = error.status.as_u16(), code = error.code, message = %error.message, "request refused");
+    ctx.stack
+        .metrics
+        .requests
+        .with_label_values(&[ctx.route.label(), error.status.as_str(), "none"])
+        .inc();
+    error.into_response()
 }
 
 /// The caller's request id when it sent a usable one, else a fresh UUID.
-fn request_id(headers: &HeaderMap) -> String {
-    headers
-        .get(REQUEST_ID_HEADER)
+fn request_id(client_headers: &HeaderMap) -> String {
+    client_headers
+        .get(headers::REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128)
         .map(str::to_string)

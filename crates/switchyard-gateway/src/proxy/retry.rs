@@ -13,40 +13,35 @@ use http::HeaderValue;
 use rand::Rng;
 use switchyard_core::{Purpose, RequestTags, WorkerId};
 
+use super::attempt::{self, AttemptFailure, UpstreamResponse};
+use super::context::RequestContext;
 use super::deadline;
-use super::forward::{self, AttemptFailure, RequestContext, UpstreamResponse};
 use super::retry_budget::RetryDenied;
-use super::select;
+use super::select::Selector;
 use crate::error::ApiError;
+use crate::headers;
 use crate::openai::ParsedRequest;
 use switchyard_workers::CallOutcome;
 
-pub const PURPOSE_HEADER: &str = "x-switchyard-purpose";
-pub const CALLER_HEADER: &str = "x-switchyard-caller";
-pub const PRIORITY_HEADER: &str = "x-switchyard-priority";
-
 /// Runs the first attempt and any retries; returns the first usable upstream response.
-pub async fn send_with_retries(
+pub(super) async fn send_with_retries(
     ctx: &RequestContext<'_>,
+    selector: &Selector<'_>,
     request: &ParsedRequest,
     body: Bytes,
     tags: &RequestTags,
 ) -> Result<UpstreamResponse, ApiError> {
-    let state = ctx.state;
-    let budget = &state.retry_budget;
-    let metrics = &state.metrics;
+    let stack = ctx.stack;
+    let budget = &stack.retry_budget;
+    let metrics = &stack.metrics;
     budget.record_first_attempt();
-    let config = state.config();
-    let session_id = ctx
-        .client_headers
-        .get(config.routing.routing_key.session_header.as_str())
-        .and_then(|v| v.to_str().ok());
+    let config = stack.config();
     let mut tried: Vec<WorkerId> = Vec::new();
     let mut retries_spent = 0u32;
     let mut last_failure: Option<AttemptFailure> = None;
     let prompt_tokens = (request.prompt.len() as u64).div_ceil(4);
     loop {
-        let (worker, decision) = match select::select_worker(state, request, session_id, &tried) {
+        let (worker, decision) = match selector.next(&tried) {
             Ok(selected) => selected,
             // Nowhere else to go: the client learns why the last attempt failed.
             Err(error) => {
@@ -85,18 +80,18 @@ pub async fn send_with_retries(
             "routed"
         );
         // The request's tags travel to the worker (and survive retries, purpose aside).
-        let mut headers = vec![
+        let mut tag_headers = vec![
             (
-                PURPOSE_HEADER,
+                headers::PURPOSE,
                 HeaderValue::from_static(attempt_purpose.as_str()),
             ),
             (
-                PRIORITY_HEADER,
+                headers::PRIORITY,
                 HeaderValue::from_static(tags.priority.as_str()),
             ),
         ];
         if let Ok(caller) = HeaderValue::from_str(&tags.caller) {
-            headers.push((CALLER_HEADER, caller));
+            tag_headers.push((headers::CALLER, caller));
         }
         let latency = worker.latency();
         let first_byte = config
@@ -104,7 +99,7 @@ pub async fn send_with_retries(
             .first_byte
             .deadline(latency.as_deref(), request);
         let due = deadline::bytes_due(latency.as_deref(), request);
-        let attempt = forward::attempt(ctx, &worker, body.clone(), &headers, first_byte, due);
+        let attempt = attempt::attempt(ctx, &worker, body.clone(), &tag_headers, first_byte, due);
         let failure = match attempt.await {
             Ok(mut response) => {
                 metrics.first_byte.with_label_values(&["in_time"]).inc();

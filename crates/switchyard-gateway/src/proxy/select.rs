@@ -7,10 +7,11 @@ use switchyard_core::WorkerId;
 use switchyard_router::{Candidate, Decision, RouteRequest};
 use switchyard_workers::{Routability, WorkerHandle};
 
+use super::context::RequestContext;
 use crate::config::Fallback;
 use crate::error::ApiError;
 use crate::openai::ParsedRequest;
-use crate::state::AppState;
+use crate::state::Stack;
 
 /// Seconds a client should wait before retrying when nothing can serve it.
 const NO_WORKER_RETRY_AFTER: u64 = 1;
@@ -26,15 +27,52 @@ fn reason_label(routability: Routability) -> &'static str {
     }
 }
 
+/// The selection stage for one request: asked for a worker again on every retry, each time
+/// without those already tried.
+pub(super) struct Selector<'a> {
+    stack: &'a Stack,
+    request: &'a ParsedRequest,
+    /// The client's session id (`routing.routing_key.session_header`), a routing-key input.
+    session_id: Option<&'a str>,
+}
+
+impl<'a> Selector<'a> {
+    pub(super) fn new(ctx: &RequestContext<'a>, request: &'a ParsedRequest) -> Self {
+        let session_id = ctx
+            .client_headers
+            .get(
+                ctx.stack
+                    .config()
+                    .routing
+                    .routing_key
+                    .session_header
+                    .as_str(),
+            )
+            .and_then(|v| v.to_str().ok());
+        Self {
+            stack: ctx.stack,
+            request,
+            session_id,
+        }
+    }
+
+    pub(super) fn next(
+        &self,
+        exclude: &[WorkerId],
+    ) -> Result<(Arc<WorkerHandle>, Decision), ApiError> {
+        select_worker(self.stack, self.request, self.session_id, exclude)
+    }
+}
+
 /// Picks the worker for a request. Answers 404 for a model no worker serves and 503 (with
 /// `Retry-After`) when none can take it.
 pub fn select_worker(
-    state: &AppState,
+    stack: &Stack,
     request: &ParsedRequest,
     session_id: Option<&str>,
     exclude: &[WorkerId],
 ) -> Result<(Arc<WorkerHandle>, Decision), ApiError> {
-    let workers = state.registry.directory().snapshot();
+    let workers = stack.registry.directory().snapshot();
     if workers.is_empty() {
         return Err(ApiError::unavailable(
             "no_workers",
@@ -49,7 +87,7 @@ pub fn select_worker(
     if serving.is_empty() {
         return Err(ApiError::model_not_found(&request.model));
     }
-    let metrics = &state.metrics;
+    let metrics = &stack.metrics;
     let mut candidates = Vec::with_capacity(serving.len());
     let mut filtered: Vec<(&Arc<WorkerHandle>, Routability)> = Vec::new();
     for worker in serving.iter().filter(|w| !exclude.contains(&w.id())) {
@@ -61,24 +99,24 @@ pub fn select_worker(
             reason => filtered.push((worker, reason)),
         }
     }
-    count_filtered(state, &filtered);
+    count_filtered(stack, &filtered);
     if candidates.is_empty() {
-        return fallback(state, &filtered);
+        return fallback(stack, &filtered);
     }
     let route_request = RouteRequest {
         prompt: &request.prompt,
         session_id,
         user: request.user.as_deref(),
     };
-    let decision = state
+    let decision = stack
         .policy
         .select(&route_request, &candidates)
         .ok_or_else(|| ApiError::internal("routing policy returned no worker"))?;
     metrics
         .routing_decisions
-        .with_label_values(&[state.policy.name(), decision.branch])
+        .with_label_values(&[stack.policy.name(), decision.branch])
         .inc();
-    count_cache_outcome(state, &decision);
+    count_cache_outcome(stack, &decision);
     let worker = serving
         .into_iter()
         .find(|w| w.id() == decision.worker)
@@ -90,8 +128,8 @@ pub fn select_worker(
 }
 
 /// One counter update per reason present, not per filtered worker: label lookups hash.
-fn count_filtered(state: &AppState, filtered: &[(&Arc<WorkerHandle>, Routability)]) {
-    let metrics = &state.metrics;
+fn count_filtered(stack: &Stack, filtered: &[(&Arc<WorkerHandle>, Routability)]) {
+    let metrics = &stack.metrics;
     metrics.filtered_per_request.observe(filtered.len() as f64);
     if filtered.is_empty() {
         return;
@@ -129,15 +167,15 @@ fn count_filtered(state: &AppState, filtered: &[(&Arc<WorkerHandle>, Routability
 /// Seed 000 §5: a *logical* hit (the prompt's prefix is cached on some worker) becomes a
 /// *physical* hit only if the request lands there; a *virtual* hit is a logical hit whose
 /// holder was filtered out — the hidden cost of overload filtering, made visible.
-fn count_cache_outcome(state: &AppState, decision: &Decision) {
+fn count_cache_outcome(stack: &Stack, decision: &Decision) {
     let Some(found) = decision.prefix_match else {
         return;
     };
-    let threshold = state.config().routing.cache_aware.match_threshold;
+    let threshold = stack.config().routing.cache_aware.match_threshold;
     if found.matched_ratio <= threshold {
         return;
     }
-    let hits = &state.metrics.prefix_hits;
+    let hits = &stack.metrics.prefix_hits;
     hits.with_label_values(&["logical"]).inc();
     if found.holder == decision.worker {
         hits.with_label_values(&["physical"]).inc();
@@ -148,7 +186,7 @@ fn count_cache_outcome(state: &AppState, decision: &Decision) {
 }
 
 fn fallback(
-    state: &AppState,
+    stack: &Stack,
     filtered: &[(&Arc<WorkerHandle>, Routability)],
 ) -> Result<(Arc<WorkerHandle>, Decision), ApiError> {
     let reasons: Vec<String> = filtered
@@ -169,7 +207,7 @@ fn fallback(
             NO_WORKER_RETRY_AFTER,
         )
     };
-    if state.config().prefilter.fallback == Fallback::Reject {
+    if stack.config().prefilter.fallback == Fallback::Reject {
         return Err(refuse());
     }
     // Degraded but alive beats nothing; draining and circuit-open workers stay excluded.
@@ -179,7 +217,7 @@ fn fallback(
         .min_by_key(|(w, _)| w.in_flight())
         .map(|(w, _)| Arc::clone(w))
         .ok_or_else(refuse)?;
-    state
+    stack
         .metrics
         .routing_decisions
         .with_label_values(&["prefilter", "fallback_least_loaded"])

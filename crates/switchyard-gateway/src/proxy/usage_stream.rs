@@ -11,8 +11,25 @@ use serde_json::Value;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::openai::{ParsedRequest, Route};
+
 /// A partial SSE event longer than this is passed on as it is: no usage chunk is this long.
 const MAX_HELD_BYTES: usize = 64 * 1024;
+
+/// For a chat or completions stream whose client did not ask for usage: the body asking for
+/// it, and `true` — strip it on the way back. The rest of the surface is forwarded as it is
+/// (Responses streams always end with their usage).
+pub(crate) fn ask_unless_asked(
+    route: Route,
+    request: &ParsedRequest,
+    body: Bytes,
+) -> (Bytes, bool) {
+    let hide_usage = route.is_generation() && request.stream && !request.include_usage;
+    match hide_usage.then(|| ask_for_usage(&body)) {
+        Some(Some(asked)) => (asked, true),
+        _ => (body, hide_usage),
+    }
+}
 
 /// The request body with `stream_options.include_usage = true`; `None` when the body is not
 /// a JSON object (then it is forwarded unchanged and billed by the fallback).

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-use super::LiveConfig;
+use super::live::LiveConfig;
 use crate::config::{Config, ConfigError};
 
 /// How long a changed file must stay unchanged before it is read as the new config.

@@ -6,12 +6,12 @@
 use parking_lot::Mutex;
 use prometheus::HistogramVec;
 use prometheus::core::Collector;
-use std::sync::Weak;
+use std::sync::Arc;
 use std::time::Duration;
-use switchyard_warmup::LatencyHistogram;
+use switchyard_warmup::{LatencyHistogram, WarmupManager};
 use tokio::task::JoinHandle;
 
-use crate::state::AppState;
+use crate::metrics::Metrics;
 
 /// How often the manager gets a fresh snapshot (its window is minutes long).
 const FEED_EVERY: Duration = Duration::from_secs(5);
@@ -108,24 +108,25 @@ pub(crate) fn summed(histograms: &HistogramVec) -> Option<LatencyHistogram> {
     total
 }
 
-/// Ends when the gateway state is gone (or when aborted by `WarmupTasks::stop`).
-pub(super) fn spawn(state: Weak<AppState>) -> JoinHandle<()> {
+/// Runs until aborted by `WarmupTasks::stop`.
+pub(super) fn spawn(
+    metrics: Arc<Metrics>,
+    warmup_ttfts: Arc<WarmupTtfts>,
+    manager: WarmupManager,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(FEED_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut subtraction = Subtraction::default();
         loop {
             ticker.tick().await;
-            let Some(state) = state.upgrade() else {
-                break;
-            };
-            let drained = state.warmup.warmup_ttfts.drain();
-            let Some(gateway) = summed(&state.metrics.ttft) else {
+            let drained = warmup_ttfts.drain();
+            let Some(gateway) = summed(&metrics.ttft) else {
                 subtraction.pending.extend(drained);
                 continue;
             };
             let business = subtraction.business(drained, gateway);
-            state.warmup.manager.observe_business_latency(business);
+            manager.observe_business_latency(business);
         }
     })
 }

@@ -4,7 +4,7 @@
 //! and the gateway's retry amplification to the warmup books. Plus the follower that
 //! hot-reloads `[warmup]` and `[degradation]`.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use switchyard_admission::GatewayState;
 use switchyard_warmup::degradation::{Evaluation, OverloadState};
@@ -15,43 +15,49 @@ use tracing::warn;
 
 use crate::config::Config;
 use crate::reload::Reconfigure;
-use crate::state::AppState;
+use crate::state::{Stack, WarmupRuntime};
 
 const EVALUATE_EVERY: Duration = Duration::from_secs(1);
 
-/// Ends when the gateway state is gone (or when aborted by `WarmupTasks::stop`).
-pub(super) fn spawn(state: Weak<AppState>) -> JoinHandle<()> {
+/// Runs until aborted by `WarmupTasks::stop`.
+pub(super) fn spawn(
+    stack: Arc<Stack>,
+    manager: WarmupManager,
+    controller: Arc<DegradationController>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(EVALUATE_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let Some(state) = state.upgrade() else {
-                break;
-            };
-            evaluate_once(&state).await;
+            evaluate(&stack, &manager, &controller).await;
         }
     })
 }
 
 /// One evaluation with fresh signals.
-pub async fn evaluate_once(state: &AppState) -> Evaluation {
-    let attempts = &state.metrics.upstream_attempts;
-    let first = attempts.with_label_values(&["first"]).get();
-    let retries = attempts.with_label_values(&["retry"]).get();
-    state
-        .warmup
-        .manager
-        .note_retry_amplification(first + retries, first);
-    state.warmup.controller.evaluate(signals(state)).await
+pub async fn evaluate_once(stack: &Stack, runtime: &WarmupRuntime) -> Evaluation {
+    evaluate(stack, &runtime.manager, &runtime.controller).await
 }
 
-pub fn signals(state: &AppState) -> Signals {
+async fn evaluate(
+    stack: &Stack,
+    manager: &WarmupManager,
+    controller: &DegradationController,
+) -> Evaluation {
+    let attempts = &stack.metrics.upstream_attempts;
+    let first = attempts.with_label_values(&["first"]).get();
+    let retries = attempts.with_label_values(&["retry"]).get();
+    manager.note_retry_amplification(first + retries, first);
+    controller.evaluate(signals(stack)).await
+}
+
+pub fn signals(stack: &Stack) -> Signals {
     Signals {
         // The fleet's budget, not the busiest tenant's: one tenant near its own limit
-        // degrades only its own requests (`warmup::front`), never everybody's.
-        water_level: state.admission.fleet_water_level(),
-        overload: match state.admission.state() {
+        // degrades only its own requests (the proxy's degrade stage), never everybody's.
+        water_level: stack.admission.fleet_water_level(),
+        overload: match stack.admission.state() {
             GatewayState::Normal => OverloadState::Normal,
             GatewayState::Overloaded => OverloadState::Overloaded,
             GatewayState::Recovering => OverloadState::Recovering,

@@ -11,20 +11,20 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard_warmup::{
-    ResourceKind, Verdict, WarmupError, WarmupExecutor, WarmupOutcome, WarmupResource,
+    ResourceKind, Verdict, ViewReader, WarmupError, WarmupExecutor, WarmupOutcome, WarmupResource,
 };
+use switchyard_workers::Routability;
 
 use super::business_latency::WarmupTtfts;
 use super::landings::Landings;
-use super::{StateSlot, business_reachable};
 use crate::error::ApiError;
+use crate::headers;
 use crate::openai::{self, Route};
-use crate::proxy::forward::RequestContext;
-use crate::proxy::{self, GatewayInFlight, WORKER_HEADER};
-use crate::state::AppState;
+use crate::proxy;
+use crate::state::Stack;
 
 /// Bound on a warmup answer read back (a 1-token completion is far smaller).
 const MAX_ANSWER_BYTES: usize = 1 << 20;
@@ -32,15 +32,23 @@ const MAX_ANSWER_BYTES: usize = 1 << 20;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) struct GatewayWarmupExecutor {
-    slot: StateSlot,
+    stack: Arc<Stack>,
+    /// The degradation level in force: a level that allows no warmup refuses them here.
+    level: ViewReader,
     landings: Arc<Landings>,
     ttfts: Arc<WarmupTtfts>,
 }
 
 impl GatewayWarmupExecutor {
-    pub(crate) fn new(slot: StateSlot, landings: Arc<Landings>, ttfts: Arc<WarmupTtfts>) -> Self {
+    pub(crate) fn new(
+        stack: Arc<Stack>,
+        level: ViewReader,
+        landings: Arc<Landings>,
+        ttfts: Arc<WarmupTtfts>,
+    ) -> Self {
         Self {
-            slot,
+            stack,
+            level,
             landings,
             ttfts,
         }
@@ -49,17 +57,13 @@ impl GatewayWarmupExecutor {
 
 impl WarmupExecutor for GatewayWarmupExecutor {
     async fn warm(&self, resource: &WarmupResource) -> Result<WarmupOutcome, WarmupError> {
-        let state = self
-            .slot
-            .get()
-            .and_then(Weak::upgrade)
-            .ok_or_else(|| WarmupError::Failed("the gateway is not serving yet".into()))?;
+        let stack = &self.stack;
         let outcome = match resource.kind {
             ResourceKind::Instance | ResourceKind::Cache => {
-                through_front_door(&state, resource, &self.ttfts).await
+                through_front_door(stack, &self.level, resource, &self.ttfts).await
             }
-            ResourceKind::Connection => open_connection(&state, resource).await,
-            ResourceKind::Context => refresh_models(&state).await,
+            ResourceKind::Connection => open_connection(stack, resource).await,
+            ResourceKind::Context => refresh_models(stack).await,
         };
         self.landings.record(&resource.name, &outcome);
         outcome
@@ -90,7 +94,8 @@ pub(crate) fn warmup_body(resource: &WarmupResource, model: &str) -> Value {
 }
 
 async fn through_front_door(
-    state: &Arc<AppState>,
+    stack: &Stack,
+    level: &ViewReader,
     resource: &WarmupResource,
     ttfts: &WarmupTtfts,
 ) -> Result<WarmupOutcome, WarmupError> {
@@ -99,19 +104,19 @@ async fn through_front_door(
         .model
         .as_deref()
         .ok_or_else(|| WarmupError::Failed("the resource names no model".into()))?;
-    if state.warmup.view.load().allows(&resource.tags) == Verdict::Fallback {
+    if level.load().allows(&resource.tags) == Verdict::Fallback {
         return Err(WarmupError::Refused(
             "the degradation level in force allows no warmup".into(),
         ));
     }
-    let config = state.config();
-    let mut headers = HeaderMap::new();
+    let config = stack.config();
+    let mut routing_headers = HeaderMap::new();
     if let Some(session) = &resource.target.session_id {
         let name = HeaderName::try_from(config.routing.routing_key.session_header.as_str())
             .map_err(|e| WarmupError::Failed(format!("session header: {e}")))?;
         let value = HeaderValue::from_str(session)
             .map_err(|e| WarmupError::Failed(format!("session id: {e}")))?;
-        headers.insert(name, value);
+        routing_headers.insert(name, value);
     }
     let request_timeout = config.upstream.request_timeout();
     drop(config);
@@ -120,24 +125,25 @@ async fn through_front_door(
     let bytes = Bytes::from(body);
     let parsed = openai::parse(Route::ChatCompletions, &bytes)
         .map_err(|e| WarmupError::Failed(e.message))?;
-    let reachable = business_reachable(state, Some(model));
+    let reachable = business_reachable(stack, Some(model));
     let request_id = format!("warmup-{}", uuid::Uuid::new_v4());
-    let ctx = RequestContext {
-        state,
-        route: Route::ChatCompletions,
-        upstream_path: Route::ChatCompletions.path(),
-        client_headers: &headers,
-        request_id: &request_id,
-        started: Instant::now(),
-    };
-    let in_flight = GatewayInFlight::enter(&state.metrics);
-    let response = proxy::dispatch(&ctx, &resource.tags, &parsed, bytes, in_flight, None)
-        .await
-        .map_err(front_door_error)?;
+    let started = Instant::now();
+    let tags = &resource.tags;
+    let response = proxy::dispatch_warmup(
+        stack,
+        tags,
+        &parsed,
+        bytes,
+        &routing_headers,
+        &request_id,
+        started,
+    )
+    .await
+    .map_err(front_door_error)?;
     let status = response.status();
     let landed_on = response
         .headers()
-        .get(WORKER_HEADER)
+        .get(headers::WORKER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let read = async {
@@ -148,7 +154,7 @@ async fn through_front_door(
                 if !first_frame_seen {
                     // The moment the gateway's TTFT histogram counted this warmup.
                     first_frame_seen = true;
-                    ttfts.record(ctx.started.elapsed());
+                    ttfts.record(started.elapsed());
                 }
                 answer.extend_from_slice(data);
             }
@@ -172,6 +178,20 @@ async fn through_front_door(
         business_reachable: reachable,
         tokens_spent: total_tokens(&answer),
     })
+}
+
+/// The workers business traffic for `model` can reach now: those serving it that pass the
+/// prefilters (`None`: any model).
+fn business_reachable(stack: &Stack, model: Option<&str>) -> Vec<String> {
+    stack
+        .registry
+        .directory()
+        .snapshot()
+        .iter()
+        .filter(|w| model.is_none_or(|m| w.serves(m)))
+        .filter(|w| w.routability() == Routability::Routable)
+        .map(|w| w.name().to_string())
+        .collect()
 }
 
 /// Refusals by the front door (gates, queues, budgets) are `Refused`; nothing to route to is
@@ -202,21 +222,21 @@ fn total_tokens(answer: &[u8]) -> u64 {
 /// A cheap GET through the pooled client leaves a keep-alive connection to the worker.
 /// No quota is spent, so it does not pass the admission gates.
 async fn open_connection(
-    state: &AppState,
+    stack: &Stack,
     resource: &WarmupResource,
 ) -> Result<WarmupOutcome, WarmupError> {
     let name = resource.target.worker.as_deref().unwrap_or_default();
-    let worker = state.registry.directory().find(name).ok_or_else(|| {
+    let worker = stack.registry.directory().find(name).ok_or_else(|| {
         WarmupError::Unroutable(format!("no worker named `{name}` is registered"))
     })?;
     let path = match worker.health_path() {
         Some(path) => path.to_string(),
-        None => state.registry.health_config().health.path.clone(),
+        None => stack.registry.health_config().health.path.clone(),
     };
-    get(state, &worker, &path).await?;
+    get(stack, &worker, &path).await?;
     Ok(WarmupOutcome {
         landed_on: Some(worker.name().to_string()),
-        business_reachable: business_reachable(state, None),
+        business_reachable: business_reachable(stack, None),
         tokens_spent: 0,
     })
 }
@@ -224,11 +244,11 @@ async fn open_connection(
 /// Re-reads every worker's `/v1/models`. The gateway routes by the models a worker
 /// announced when it joined; a worker that now announces others is an error to act on
 /// (re-add it), not something to paper over.
-async fn refresh_models(state: &AppState) -> Result<WarmupOutcome, WarmupError> {
-    let workers = state.registry.directory().snapshot();
+async fn refresh_models(stack: &Stack) -> Result<WarmupOutcome, WarmupError> {
+    let workers = stack.registry.directory().snapshot();
     let mut drifted = Vec::new();
     for worker in workers.iter().filter(|w| w.routability().is_routable()) {
-        let answer = get(state, worker, "/v1/models").await?;
+        let answer = get(stack, worker, "/v1/models").await?;
         let body: Value = serde_json::from_slice(&answer).map_err(|e| {
             WarmupError::Failed(format!("`{}` /v1/models is not JSON: {e}", worker.name()))
         })?;
@@ -263,7 +283,7 @@ async fn refresh_models(state: &AppState) -> Result<WarmupOutcome, WarmupError> 
 }
 
 async fn get(
-    state: &AppState,
+    stack: &Stack,
     worker: &switchyard_workers::WorkerHandle,
     path: &str,
 ) -> Result<Bytes, WarmupError> {
@@ -277,7 +297,7 @@ async fn get(
         .body(Full::new(Bytes::new()))
         .map_err(|e| WarmupError::Failed(e.to_string()))?;
     let exchange = async {
-        let response = state
+        let response = stack
             .client
             .request(request)
             .await

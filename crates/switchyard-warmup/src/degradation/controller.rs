@@ -89,13 +89,23 @@ impl DegradationController {
         clock: WallClock,
         registry: &prometheus::Registry,
     ) -> Result<Self, DegradationError> {
+        let view = ViewReader::undegraded(&clock);
+        Self::publishing_to(config, executor, clock, registry, view)
+    }
+
+    /// [`Self::new`] publishing to `view`, a reader made before the controller (with
+    /// [`ViewReader::undegraded`]) so that what the controller's actions depend on can read
+    /// the level too.
+    pub fn publishing_to<E: ActionExecutor>(
+        config: DegradationConfig,
+        executor: Arc<E>,
+        clock: WallClock,
+        registry: &prometheus::Registry,
+        view: ViewReader,
+    ) -> Result<Self, DegradationError> {
         config.validate()?;
         let metrics = DegradationMetrics::new(registry)?;
         let now = clock.unix_millis();
-        let view = DegradationView {
-            since_unix_ms: now,
-            ..DegradationView::default()
-        };
         Ok(Self {
             state: AsyncMutex::new(ControllerState {
                 level: Level::Normal,
@@ -108,7 +118,7 @@ impl DegradationController {
                 signals: Signals::default(),
                 target: Level::Normal,
             }),
-            view: Arc::new(ArcSwap::from_pointee(view)),
+            view: view.0,
             executor,
             clock,
             audit: Mutex::new(AuditLog::new(config.audit_capacity)),

@@ -8,7 +8,7 @@ use switchyard_core::{Priority, Purpose, RequestTags};
 
 use super::level::{CallerPolicy, Effects, Level, ServeMode};
 use super::signals::{LevelCause, caller_level};
-use crate::clock::UnixMillis;
+use crate::clock::{UnixMillis, WallClock};
 use crate::config::DegradationConfig;
 
 /// A level whose actions did not all succeed. The level is not in force (or, when it is the
@@ -197,6 +197,16 @@ fn demotion(effects: &Effects, tags: &RequestTags, lowest_served: Priority) -> O
 pub struct ViewReader(pub(crate) Arc<ArcSwap<DegradationView>>);
 
 impl ViewReader {
+    /// A view at level 0 since now, for a controller built later
+    /// (`DegradationController::publishing_to`).
+    pub fn undegraded(clock: &WallClock) -> Self {
+        let view = DegradationView {
+            since_unix_ms: clock.unix_millis(),
+            ..DegradationView::default()
+        };
+        Self(Arc::new(ArcSwap::from_pointee(view)))
+    }
+
     /// The cheap read for the request path.
     pub fn load(&self) -> Guard<Arc<DegradationView>> {
         self.0.load()

@@ -1,3 +1,7 @@
+//! Body: the whole request body, read within `server.max_body_bytes` (413),
+//! `listener.body_read_timeout_ms` (408) and the gateway's budget for bodies held before
+//! admission (503, `listener.max_pending_body_bytes`).
+
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
@@ -6,10 +10,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::body_budget::{BodyBudget, BodyHold};
+use super::context::RequestContext;
 use crate::error::ApiError;
 
 /// Seconds a client refused for the body budget is told to wait.
 const BUDGET_RETRY_AFTER_SECS: u64 = 1;
+
+/// The client's body under the limits in force. The hold is kept until the response's
+/// headers are out: the body waits for admission inside it.
+pub(super) async fn read_request(
+    ctx: &RequestContext<'_>,
+    budget: &Arc<BodyBudget>,
+    body: Body,
+) -> Result<(Bytes, BodyHold), ApiError> {
+    let (limit, deadline) = {
+        let config = ctx.stack.config();
+        (
+            config.server.max_body_bytes,
+            config.listener.body_read_timeout(),
+        )
+    };
+    read(ctx.client_headers, body, limit, budget, deadline).await
+}
 
 /// Reads the whole request body within `deadline`, refusing with 413 as soon as it is known
 /// to exceed `limit` (from `content-length` before reading, or while reading), with 503 when

@@ -1,42 +1,32 @@
-use axum::body::Body;
-use axum::response::Response;
+//! One attempt on one worker: the request sent with the client's forwardable headers, the
+//! request's tags and a `traceparent`, then a wait for its first byte — the headers, and a
+//! stream's first chunk — bounded by the attempt's deadline and by the worker being taken
+//! out of routing meanwhile. A failure here has sent nothing to the client, so it may be
+//! retried elsewhere.
+
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_admission::AdmissionPermit;
-use switchyard_workers::{CallOutcome, InFlightGuard, WorkerHandle};
+use switchyard_workers::{InFlightGuard, WorkerHandle};
 use tokio::sync::watch;
 
-use super::finish::FinishHook;
-use super::metered_body::{GatewayInFlight, MeteredBody, ResponseMeter};
-use super::{REQUEST_ID_HEADER, WORKER_HEADER};
+use super::context::RequestContext;
 use crate::error::ApiError;
-use crate::openai::Route;
-use crate::state::AppState;
-
-/// What every attempt of one client request shares.
-pub struct RequestContext<'a> {
-    pub state: &'a AppState,
-    pub route: Route,
-    /// Path (and query) of the worker's endpoint.
-    pub upstream_path: &'a str,
-    pub client_headers: &'a HeaderMap,
-    pub request_id: &'a str,
-    pub started: Instant,
-}
+use crate::headers;
+use crate::trace_context::{TRACEPARENT, TraceContext};
 
 /// A worker's answer whose headers have arrived and whose status is not a 5xx; for a
 /// stream, its first chunk too (read before anything is sent to the client).
 pub struct UpstreamResponse {
-    parts: http::response::Parts,
-    body: Incoming,
-    first_chunk: Option<Bytes>,
-    worker: Arc<WorkerHandle>,
-    in_flight: InFlightGuard,
-    sent_at: Instant,
+    pub(super) parts: http::response::Parts,
+    pub(super) body: Incoming,
+    pub(super) first_chunk: Option<Bytes>,
+    pub(super) worker: Arc<WorkerHandle>,
+    pub(super) in_flight: InFlightGuard,
+    pub(super) sent_at: Instant,
     /// Prompt tokens (estimated), for settling a stream that breaks before its usage.
     pub(crate) prompt_tokens: u64,
 }
@@ -119,17 +109,6 @@ impl AttemptFailure {
 /// gateway are deliberately not forwarded.
 const FORWARDED_REQUEST_HEADERS: &[HeaderName] = &[header::ACCEPT, header::USER_AGENT];
 
-/// Upstream response headers that describe the connection, not the content.
-const HOP_BY_HOP: &[HeaderName] = &[
-    header::CONNECTION,
-    header::TRANSFER_ENCODING,
-    header::CONTENT_LENGTH,
-    header::UPGRADE,
-    header::TE,
-    header::TRAILER,
-    header::PROXY_AUTHENTICATE,
-];
-
 const ERROR_BODY_LIMIT: usize = 4096;
 const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -147,7 +126,7 @@ pub async fn attempt(
     first_byte: Duration,
     bytes_due: Option<Duration>,
 ) -> Result<UpstreamResponse, AttemptFailure> {
-    let state = ctx.state;
+    let stack = ctx.stack;
     let name = worker.name().to_string();
     let uri = worker
         .uri_for(ctx.upstream_path)
@@ -160,11 +139,10 @@ pub async fn attempt(
         .method(Method::POST)
         .uri(uri)
         .header(header::CONTENT_TYPE, "application/json")
-        .header(REQUEST_ID_HEADER, ctx.request_id)
+        .header(headers::REQUEST_ID, ctx.request_id)
         .header(
-            crate::trace_context::TRACEPARENT,
-            crate::trace_context::TraceContext::for_request(ctx.client_headers, ctx.request_id)
-                .child_header(),
+            TRACEPARENT,
+            TraceContext::for_request(ctx.client_headers, ctx.request_id).child_header(),
         );
     for name in FORWARDED_REQUEST_HEADERS {
         if let Some(value) = ctx.client_headers.get(name) {
@@ -189,7 +167,7 @@ pub async fn attempt(
         in_flight.expect_bytes_within(due);
     }
     let sent_at = Instant::now();
-    let request_timeout = state.config().upstream.request_timeout();
+    let request_timeout = stack.config().upstream.request_timeout();
     let limit = first_byte.min(request_timeout);
     let expired = || {
         if first_byte < request_timeout {
@@ -208,7 +186,7 @@ pub async fn attempt(
         worker: name.clone(),
     };
     let deadline = tokio::time::Instant::now() + limit;
-    let response = match within(state.client.request(request), deadline, &mut filtered).await {
+    let response = match within(stack.client.request(request), deadline, &mut filtered).await {
         Wait::Expired => return Err(expired()),
         Wait::Filtered => return Err(rescued()),
         Wait::Done(Err(error)) => {
@@ -289,72 +267,11 @@ async fn within<F: std::future::Future>(
     }
 }
 
-fn is_event_stream(headers: &HeaderMap) -> bool {
+pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"))
-}
-
-/// Turns the worker's answer into the client's response, streamed through a metered body.
-pub fn respond(
-    ctx: &RequestContext<'_>,
-    upstream: UpstreamResponse,
-    gateway_in_flight: GatewayInFlight,
-    permit: AdmissionPermit,
-    on_finish: Option<FinishHook>,
-) -> Response {
-    let UpstreamResponse {
-        parts,
-        body,
-        first_chunk,
-        worker,
-        in_flight,
-        sent_at,
-        prompt_tokens,
-    } = upstream;
-    let metrics = &ctx.state.metrics;
-    metrics
-        .requests
-        .with_label_values(&[ctx.route.label(), parts.status.as_str(), worker.name()])
-        .inc();
-    let is_sse = is_event_stream(&parts.headers);
-    if !is_sse {
-        // A non-streaming worker sends its headers only when generation ends, so this
-        // duration says nothing about slowness to first token; the latency collector judges
-        // that. For the breaker it is a success.
-        worker.record_outcome(CallOutcome::Success {
-            ttfb: Duration::ZERO,
-        });
-    }
-    let meter = ResponseMeter {
-        metrics: Arc::clone(metrics),
-        route: ctx.route,
-        started: ctx.started,
-        _worker_in_flight: in_flight,
-        _gateway_in_flight: gateway_in_flight,
-        permit: Some(permit),
-        sent_at,
-        status: parts.status,
-        on_finish,
-        prompt_tokens,
-    };
-    let idle_timeout = ctx.state.config().upstream.stream_idle_timeout();
-    let metered = MeteredBody::new(body, meter, is_sse)
-        .with_first_chunk(first_chunk)
-        .with_idle_timeout(idle_timeout);
-    let mut response = Response::new(Body::new(metered));
-    *response.status_mut() = parts.status;
-    let headers = response.headers_mut();
-    for (name, value) in &parts.headers {
-        if !HOP_BY_HOP.contains(name) {
-            headers.append(name, value.clone());
-        }
-    }
-    if let Ok(value) = HeaderValue::from_str(worker.name()) {
-        headers.insert(WORKER_HEADER, value);
-    }
-    response
 }
 
 /// A short, bounded excerpt of a failing worker's body for the client's error message.

@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
+use super::request::{ParsedRequest, Route, from_json};
 use crate::error::ApiError;
-use crate::openai::{ParsedRequest, Route, from_json};
 
 /// Fields whose text routes the request, per endpoint. Fields absent from a body are skipped:
 /// the engine judges whether the request is complete.

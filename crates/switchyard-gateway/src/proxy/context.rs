@@ -1,0 +1,19 @@
+//! What every stage of one request shares: the stack's handles, the route, the client's
+//! headers, the request id and when the request arrived.
+
+use http::HeaderMap;
+use std::time::Instant;
+
+use crate::openai::Route;
+use crate::state::Stack;
+
+/// One request in flight through the stages.
+pub struct RequestContext<'a> {
+    pub stack: &'a Stack,
+    pub route: Route,
+    /// Path (and query) of the worker's endpoint.
+    pub upstream_path: &'a str,
+    pub client_headers: &'a HeaderMap,
+    pub request_id: &'a str,
+    pub started: Instant,
+}
