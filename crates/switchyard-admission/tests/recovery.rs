@@ -229,7 +229,17 @@ async fn while_recovering_p0_keeps_its_guaranteed_slots_retries_included() {
         3,
         "the ramp's 3 slots are full"
     );
-    // Queued P1 first, then P0: the freed slot goes to P0, below its guarantee.
+    // Past the ramp's cut P0 still has its guarantee of full capacity: admitted at once,
+    // the gateway going to 4 in flight (P0's guarantee), no further.
+    held.push(
+        f.admission
+            .admit(&tags("anonymous", Priority::P0), 1)
+            .await
+            .expect("P0 admitted past the cut"),
+    );
+    assert_eq!(f.admission.snapshot().in_flight, 4);
+    // Queued P1 first, then P0: the freed slot goes to P0, below its guarantee, while P1
+    // waits for the gateway to be under the cut.
     let admission = f.admission.clone();
     let p1 =
         tokio::spawn(async move { admission.admit(&tags("anonymous", Priority::P1), 1).await });
@@ -240,10 +250,11 @@ async fn while_recovering_p0_keeps_its_guaranteed_slots_retries_included() {
     run_pending().await;
     let queued = f.admission.snapshot().queued;
     assert_eq!((queued.p0, queued.p1), (1, 1));
-    held.pop();
+    drop(held.remove(1));
     run_pending().await;
     assert!(p0.is_finished() && !p1.is_finished(), "P0 went first");
-    assert_eq!(f.admission.snapshot().in_flight_by_class.p0, 2);
+    assert_eq!(f.admission.snapshot().in_flight_by_class.p0, 3);
+    assert_eq!(f.admission.snapshot().in_flight, 4);
     assert_eq!(
         counter(
             &f.registry,

@@ -21,8 +21,18 @@ pub struct SimConfig {
     pub kv_blocks: usize,
     /// Prefill cost per 1000 uncached prompt tokens.
     pub prefill_ms_per_1k_tokens: f64,
-    /// Cost of each output token after the first.
+    /// Cost of each output token after the first, for a request running alone.
     pub decode_ms_per_token: f64,
+    /// Extra cost of a decode step per additional running request, as a share of a lone
+    /// request's step. A step reads the weights once for the whole batch plus each
+    /// request's KV cache; the shared weight read dominates (an 8B model's 16 GB against a
+    /// few hundred MB of KV per request with a few thousand tokens of context), so a small
+    /// batch barely slows each request and aggregate throughput rises almost in proportion.
+    pub decode_batch_cost: f64,
+    /// Batch size from which a decode step is compute-bound and grows in proportion to the
+    /// batch (aggregate throughput flat, each request slower); 0 = not reached below
+    /// `max_running`, whose queue is then the throughput knee.
+    pub compute_knee: usize,
     /// Multiplies every simulated duration; 0.1 runs ten times faster.
     pub time_scale: f64,
     /// Output length when the request gives no `max_tokens`.
@@ -44,6 +54,8 @@ impl Default for SimConfig {
             kv_blocks: 4096,
             prefill_ms_per_1k_tokens: 40.0,
             decode_ms_per_token: 5.0,
+            decode_batch_cost: 0.02,
+            compute_knee: 0,
             time_scale: 1.0,
             default_max_tokens: 16,
             cold_start_ms: 0.0,
@@ -76,9 +88,16 @@ pub struct WorkerArgs {
     /// Prefill milliseconds per 1000 uncached prompt tokens.
     #[arg(long, default_value_t = 40.0)]
     pub prefill_ms_per_1k_tokens: f64,
-    /// Decode milliseconds per output token.
+    /// Decode milliseconds per output token, for a request running alone.
     #[arg(long, default_value_t = 5.0)]
     pub decode_ms_per_token: f64,
+    /// Extra decode-step cost per additional running request (share of a lone step).
+    #[arg(long, default_value_t = 0.02)]
+    pub decode_batch_cost: f64,
+    /// Batch size from which decode is compute-bound (step time grows with the batch);
+    /// 0 = never below --max-running.
+    #[arg(long, default_value_t = 0)]
+    pub compute_knee: usize,
     /// Multiplier on every simulated duration (0.1 = 10x faster).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
@@ -101,6 +120,8 @@ impl WorkerArgs {
             kv_blocks: self.kv_blocks,
             prefill_ms_per_1k_tokens: self.prefill_ms_per_1k_tokens,
             decode_ms_per_token: self.decode_ms_per_token,
+            decode_batch_cost: self.decode_batch_cost,
+            compute_knee: self.compute_knee,
             time_scale: self.time_scale,
             cold_start_ms: self.cold_start_ms,
             cold_after_ms: self.cold_after_ms,

@@ -153,14 +153,19 @@ impl Engine {
         )
     }
 
-    /// Per-token decode cost grows 10 % per extra running request; a trickle fault sets
-    /// the pace instead.
+    /// One decode step for a batch of `running`: memory-bound below the compute knee (the
+    /// weight read is shared, each request adds `decode_batch_cost`), compute-bound above
+    /// it (the step grows with the batch). A trickle fault sets the pace instead.
     pub(crate) fn decode_duration(&self, running: usize) -> Duration {
         if let Fault::Trickle { chunk_interval_ms } = self.faults.get() {
             return Duration::from_millis(chunk_interval_ms);
         }
-        let contention = 1.0 + 0.1 * running.saturating_sub(1) as f64;
-        self.scaled(self.config.decode_ms_per_token * contention)
+        let memory_bound = 1.0 + self.config.decode_batch_cost * running.saturating_sub(1) as f64;
+        let compute_bound = match self.config.compute_knee {
+            0 => 0.0,
+            knee => running as f64 / knee as f64,
+        };
+        self.scaled(self.config.decode_ms_per_token * memory_bound.max(compute_bound))
     }
 
     /// Waits (FIFO) for a batch slot. Dropping the future leaves the queue cleanly.

@@ -1,12 +1,16 @@
 //! Fault injection modes and the switch that holds the active one.
 
+use parking_lot::Mutex;
+use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// A fault applied to the inference endpoints and `/health`.
 ///
 /// JSON form: `{"mode":"ok"}`, `{"mode":"slow","factor":20}`, `{"mode":"error"}`,
 /// `{"mode":"hang"}`, `{"mode":"reset"}`, `{"mode":"engine_hang"}`,
-/// `{"mode":"stall","after_chunks":3}`, `{"mode":"trickle","chunk_interval_ms":500}`.
+/// `{"mode":"stall","after_chunks":3}`, `{"mode":"trickle","chunk_interval_ms":500}`,
+/// `{"mode":"unavailable","for_ms":10000}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
 pub enum Fault {
@@ -39,6 +43,13 @@ pub enum Fault {
         /// Pause before each token after the first, in milliseconds (positive).
         chunk_interval_ms: u64,
     },
+    /// Answer 503 (an engine that is restarting or shedding load), `/health` included.
+    /// With `for_ms` the worker recovers by itself that long after the fault was set.
+    Unavailable {
+        /// Milliseconds until the fault clears itself (positive); absent = until changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        for_ms: Option<u64>,
+    },
 }
 
 impl Fault {
@@ -47,6 +58,7 @@ impl Fault {
         match self {
             Fault::Slow { factor } => factor.is_finite() && *factor > 0.0,
             Fault::Trickle { chunk_interval_ms } => *chunk_interval_ms > 0,
+            Fault::Unavailable { for_ms } => for_ms.is_none_or(|ms| ms > 0),
             _ => true,
         }
     }
@@ -56,6 +68,14 @@ impl Fault {
         match self {
             Fault::Slow { factor } => *factor,
             _ => 1.0,
+        }
+    }
+
+    /// How long the fault lasts before it clears itself, if it does.
+    pub fn lifetime(&self) -> Option<Duration> {
+        match self {
+            Fault::Unavailable { for_ms } => for_ms.map(Duration::from_millis),
+            _ => None,
         }
     }
 
@@ -73,22 +93,34 @@ impl Fault {
 #[derive(Debug)]
 pub(crate) struct FaultSwitch {
     current: watch::Sender<Fault>,
+    /// When the active fault clears itself (a fault set with a lifetime), checked on read
+    /// so no timer task has to outlive the request that set it.
+    expires_at: Mutex<Option<Instant>>,
 }
 
 impl Default for FaultSwitch {
     fn default() -> Self {
         Self {
             current: watch::Sender::new(Fault::Ok),
+            expires_at: Mutex::new(None),
         }
     }
 }
 
 impl FaultSwitch {
     pub(crate) fn get(&self) -> Fault {
+        {
+            let mut expires_at = self.expires_at.lock();
+            if expires_at.is_some_and(|at| Instant::now() >= at) {
+                *expires_at = None;
+                self.current.send_replace(Fault::Ok);
+            }
+        }
         *self.current.borrow()
     }
 
     pub(crate) fn set(&self, fault: Fault) {
+        *self.expires_at.lock() = fault.lifetime().map(|lifetime| Instant::now() + lifetime);
         self.current.send_replace(fault);
     }
 
@@ -117,7 +149,6 @@ pub(crate) fn path_is_inference(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn json_shape_round_trips() {
@@ -164,6 +195,50 @@ mod tests {
         assert!(!path_is_fault_exempt("/v1/chat/completions"));
         assert!(path_is_inference("/v1/completions"));
         assert!(!path_is_inference("/health"));
+    }
+
+    #[test]
+    fn unavailable_takes_an_optional_positive_lifetime() {
+        let timed: Fault =
+            serde_json::from_str(r#"{"mode":"unavailable","for_ms":10000}"#).unwrap();
+        assert_eq!(
+            timed,
+            Fault::Unavailable {
+                for_ms: Some(10_000)
+            }
+        );
+        assert_eq!(timed.lifetime(), Some(Duration::from_secs(10)));
+        let open: Fault = serde_json::from_str(r#"{"mode":"unavailable"}"#).unwrap();
+        assert_eq!(open, Fault::Unavailable { for_ms: None });
+        assert_eq!(open.lifetime(), None);
+        assert_eq!(
+            serde_json::to_value(open).unwrap(),
+            serde_json::json!({"mode": "unavailable"})
+        );
+        assert!(open.is_valid() && timed.is_valid());
+        assert!(!Fault::Unavailable { for_ms: Some(0) }.is_valid());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fault_with_a_lifetime_clears_itself_and_a_later_set_wins() {
+        let switch = FaultSwitch::default();
+        let outage = Fault::Unavailable {
+            for_ms: Some(10_000),
+        };
+        switch.set(outage);
+        tokio::time::sleep(Duration::from_millis(9_999)).await;
+        assert_eq!(switch.get(), outage);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(switch.get(), Fault::Ok, "recovered after 10 s");
+
+        switch.set(outage);
+        switch.set(Fault::Error);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            switch.get(),
+            Fault::Error,
+            "a fault set later is not cleared"
+        );
     }
 
     #[test]

@@ -109,31 +109,53 @@ async fn ttft_grows_with_uncached_tokens_and_cache_shortens_it() {
 
 #[tokio::test(start_paused = true)]
 async fn contention_and_slow_fault_stretch_decode() {
-    // 10 ms per token keeps every expected pause on whole milliseconds, the
-    // timer's resolution.
+    // 50 ms per token keeps every expected pause (also 50 x 1.02) on whole milliseconds,
+    // the timer's resolution.
     let config = SimConfig {
-        decode_ms_per_token: 10.0,
+        decode_ms_per_token: 50.0,
         ..SimConfig::default()
     };
     let engine = Arc::new(Engine::new(config).unwrap());
     let start = Instant::now();
     run(Arc::clone(&engine), prompt("s", 0), 11).await;
-    assert_close(start.elapsed(), 100.0);
+    assert_close(start.elapsed(), 500.0);
 
     engine.faults.set(Fault::Slow { factor: 10.0 });
     let start = Instant::now();
     run(Arc::clone(&engine), prompt("s", 0), 11).await;
-    assert_close(start.elapsed(), 1000.0);
+    assert_close(start.elapsed(), 5000.0);
     engine.faults.set(Fault::Ok);
 
-    // Two running together: each token costs 10 x 1.1 ms.
+    // Two running together, memory-bound: each token costs 50 x 1.02 ms, so the pair
+    // finishes in about the time one takes alone (throughput nearly doubles).
     let start = Instant::now();
     let ((_, x), (_, y)) = tokio::join!(
         run(Arc::clone(&engine), prompt("x", 0), 11),
         run(Arc::clone(&engine), prompt("y", 0), 11)
     );
     assert_eq!((x.completion_tokens, y.completion_tokens), (11, 11));
-    assert_close(start.elapsed(), 110.0);
+    assert_close(start.elapsed(), 510.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_compute_knee_a_step_grows_with_the_batch() {
+    let config = SimConfig {
+        decode_ms_per_token: 10.0,
+        compute_knee: 2,
+        ..SimConfig::default()
+    };
+    let engine = Arc::new(Engine::new(config).unwrap());
+    // Four running, knee at two: each step costs 10 x 4 / 2 ms, so four requests take
+    // twice as long as one and aggregate throughput is that of two.
+    let start = Instant::now();
+    let mut set = JoinSet::new();
+    for tag in ["a", "b", "c", "d"] {
+        set.spawn(run(Arc::clone(&engine), prompt(tag, 0), 11));
+    }
+    while let Some(done) = set.join_next().await {
+        assert_eq!(done.unwrap().1.completion_tokens, 11);
+    }
+    assert_close(start.elapsed(), 200.0);
 }
 
 #[tokio::test(start_paused = true)]

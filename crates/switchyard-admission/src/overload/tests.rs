@@ -292,3 +292,62 @@ fn while_recovering_retries_get_at_most_their_share_of_admissions() {
     let share = f64::from(retries) / f64::from(retries + new);
     assert!((share - 0.2).abs() < 0.01, "retry share {share}");
 }
+
+#[test]
+fn an_outage_under_demand_overload_runs_the_whole_ramp_with_refusals_all_along() {
+    // Demand above capacity the whole time (half the queued requests refused), a 10 s
+    // outage in which every admitted request fails, then healthy workers again.
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    let mut path = vec![(detector.state(), detector.capacity_ratio())];
+    let second = |detector: &mut OverloadDetector, at: u64, failing: bool| {
+        let now = t0 + S * at as u32;
+        let mut events = Vec::new();
+        for i in 0..20 {
+            events.extend(detector.record_queued(i % 2 == 0, now));
+            events.extend(detector.record_finished(failing, now));
+        }
+        events.extend(detector.evaluate(now));
+        events
+    };
+    for at in 0..10 {
+        second(&mut detector, at, false);
+    }
+    assert_eq!(detector.verdict(), Verdict::DemandOverload);
+    assert_eq!(detector.state(), GatewayState::Normal, "demand alone");
+    let mut entered = None;
+    let mut recovering_at = None;
+    let mut normal_at = None;
+    for at in 10..200 {
+        let events = second(&mut detector, at, (10..20).contains(&at));
+        if !moves(events).is_empty() {
+            path.push((detector.state(), detector.capacity_ratio()));
+            match detector.state() {
+                GatewayState::Overloaded => entered = entered.or(Some(at)),
+                GatewayState::Recovering => recovering_at = recovering_at.or(Some(at)),
+                GatewayState::Normal => normal_at = normal_at.or(Some(at)),
+            }
+        }
+    }
+    use GatewayState::{Normal, Overloaded, Recovering};
+    assert_eq!(
+        path,
+        vec![
+            (Normal, 1.0),
+            (Overloaded, 0.3),
+            (Recovering, 0.3),
+            (Recovering, 0.5),
+            (Recovering, 0.8),
+            (Recovering, 1.0),
+            (Normal, 1.0),
+        ],
+        "one pass up the ramp, never back"
+    );
+    // The window's error rate reaches 20 % in the outage's second second; held 5 s, that
+    // enters. Exit once the errors have left the 10 s window and 15 s more passed clean;
+    // then 30 s per level.
+    assert_eq!(entered, Some(16));
+    let recovering_at = recovering_at.unwrap();
+    assert!((43..=46).contains(&recovering_at), "{recovering_at}");
+    assert_eq!(normal_at, Some(recovering_at + 120));
+}

@@ -106,25 +106,45 @@ struct DispatchState {
 
 impl DispatchState {
     /// Slots each class is guaranteed: its minimum share of full capacity (the adaptive
-    /// limit when lower), rounded, granted most urgent first within the slots offered now.
-    /// While the recovery ramp or degradation cut capacity, a class within its share of
-    /// full capacity keeps being served, and the cut falls on the least urgent first.
+    /// limit when lower), rounded up so a share never rounds away to nothing. P0 keeps its
+    /// whole guarantee when the recovery ramp or degradation cut capacity below it: the cut
+    /// protects recovering workers from bulk traffic, and P0's share of full capacity is
+    /// bounded. The other classes are granted theirs within the slots offered now, most
+    /// urgent first, so a cut falls on the least urgent first.
     fn guaranteed(&self, class: Priority) -> usize {
         let full = self.nominal.min(
             self.adaptive
                 .as_ref()
                 .map_or(usize::MAX, AdaptiveLimit::limit),
         );
+        let wanted = guarantees(self.minimums, full);
         let mut left = self.capacity;
         for candidate in Priority::ALL {
-            let wanted = (self.minimums[candidate.index()] * full as f64).round() as usize;
-            let granted = wanted.min(left);
+            let wanted = wanted[candidate.index()];
+            let granted = if candidate == Priority::P0 {
+                wanted
+            } else {
+                wanted.min(left)
+            };
             if candidate == class {
                 return granted;
             }
-            left -= granted;
+            left = left.saturating_sub(granted);
         }
         0
+    }
+
+    /// Whether a dispatch to `class` fits now: below capacity, or P0 below its guarantee
+    /// while the gateway as a whole stays within the larger of the cut and that guarantee.
+    fn fits(&self, class: Priority) -> bool {
+        if self.in_use < self.capacity {
+            return true;
+        }
+        if class != Priority::P0 {
+            return false;
+        }
+        let guaranteed = self.guaranteed(Priority::P0);
+        self.in_use_by_class[Priority::P0.index()] < guaranteed && self.in_use < guaranteed
     }
 
     fn below_guarantee(&self) -> [bool; 3] {
@@ -156,6 +176,21 @@ impl DispatchState {
         let service = self.service.mean()?;
         let slots = self.core.share_of(class) * self.capacity as f64;
         Some(expected_wait(self.core.len(class).max(1), service, slots))
+    }
+}
+
+/// Slots the minimum shares amount to out of `full`: rounded up, so a share never rounds
+/// away to nothing (40 % of 6 is 3 slots, not 2), as long as the rounded-up guarantees fit
+/// in `full` together; otherwise to the nearest slot, so that on a tiny gateway (one slot)
+/// guarantees do not take over the weighted order. A hair of tolerance keeps exact products
+/// (0.4 × 5 = 2) from being pushed to the next slot by float error.
+fn guarantees(minimums: [f64; 3], full: usize) -> [usize; 3] {
+    let exact = minimums.map(|share| (share * full as f64).max(0.0));
+    let up = exact.map(|slots| (slots - 1e-9).ceil().max(0.0) as usize);
+    if up.iter().sum::<usize>() <= full {
+        up
+    } else {
+        exact.map(|slots| slots.round() as usize)
     }
 }
 
@@ -262,7 +297,7 @@ impl Dispatcher {
             }
             // Whenever a slot is free no eligible waiter exists (every release dispatches),
             // so taking it cannot jump the queue.
-            if state.in_use < state.capacity {
+            if state.fits(class) {
                 state.take(class);
                 self.gauges.dispatched(class, DispatchPath::Free);
                 self.publish(&state);
@@ -391,10 +426,16 @@ impl Dispatcher {
     }
 
     /// Hands free slots to waiters: classes below their guaranteed slots first, then in
-    /// WFQ order.
+    /// WFQ order; past a capacity cut, only P0 within its guarantee.
     fn dispatch(&self, state: &mut DispatchState) {
-        while state.in_use < state.capacity {
-            let first = state.below_guarantee();
+        loop {
+            let first = if state.in_use < state.capacity {
+                state.below_guarantee()
+            } else if state.core.len(Priority::P0) > 0 && state.fits(Priority::P0) {
+                [true, false, false]
+            } else {
+                break;
+            };
             let Some((id, class, guaranteed)) = state.core.pop_first(first) else {
                 break;
             };
@@ -424,5 +465,7 @@ impl Dispatcher {
     }
 }
 
+#[cfg(test)]
+mod cut_tests;
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ use super::error::ApiError;
 use crate::config::BLOCK_TOKENS;
 use crate::fault::{Fault, path_is_inference};
 
-/// Applies the `error`, `hang` and `engine_hang` faults before any faultable handler runs.
+/// Applies the `error`, `unavailable`, `hang` and `engine_hang` faults before any faultable handler runs.
 pub(crate) async fn fault_gate(
     State(app): State<AppState>,
     request: Request,
@@ -21,6 +21,7 @@ pub(crate) async fn fault_gate(
 ) -> Response {
     match app.engine.faults.get() {
         Fault::Error => ApiError::injected_failure().into_response(),
+        Fault::Unavailable { .. } => ApiError::injected_unavailable().into_response(),
         // Pending forever: hyper drops this future when the client goes away.
         Fault::Hang => std::future::pending().await,
         // Not even response headers until the engine is back; health stays 200.
@@ -94,8 +95,10 @@ pub(crate) async fn set_fault(State(app): State<AppState>, body: Bytes) -> Respo
         Err(err) => return ApiError::bad_request(format!("invalid fault: {err}")).into_response(),
     };
     if !fault.is_valid() {
-        return ApiError::bad_request("slow factor and trickle interval must be positive numbers")
-            .into_response();
+        return ApiError::bad_request(
+            "slow factor, trickle interval and unavailable for_ms must be positive numbers",
+        )
+        .into_response();
     }
     app.engine.faults.set(fault);
     tracing::info!(worker = %app.engine.config.name, ?fault, "fault set");

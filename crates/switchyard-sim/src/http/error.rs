@@ -43,6 +43,17 @@ impl ApiError {
         }
     }
 
+    /// The `unavailable` fault's answer: what an engine that is restarting or refusing
+    /// work sends.
+    pub(crate) fn injected_unavailable() -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "injected fault: service unavailable".to_owned(),
+            kind: "server_error",
+            code: Some("service_unavailable"),
+        }
+    }
+
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::INTERNAL_SERVER_ERROR,
