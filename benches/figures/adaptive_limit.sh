@@ -9,13 +9,13 @@
 source "$(dirname "$0")/lib.sh"
 fig_init adaptive_limit
 
-SEEDS="${SEEDS:-1 2}"
+SEEDS="${SEEDS:-1 2 3}"
 LIMITS="${LIMITS:-4 8 12 24}"
 RATE="${RATE:-40}"
 DURATION="${DURATION:-30}"
 WARM="${WARM:-12}"
 SIM_FLAGS=(--max-running 4 --time-scale 8)
-BASE="${FIG_PORT_BASE:-22100}"
+BASE="${FIG_PORT_BASE:-23200}"
 GW_PORT=$BASE
 SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
 require_ports "$GW_PORT" "${SIM_PORTS[@]}"

@@ -827,7 +827,7 @@ def storm_reading(storms, prio):
 
 
 RENDERERS = {
-    "recovery_storm": recovery_storm,
+    "worker_add_storm": recovery_storm,
     "multi_replica": multi_replica,
     "routing_quality": routing_quality,
     "kill_worker": kill_worker,

@@ -101,8 +101,10 @@ def poll_summary(rows):
     verdicts = {}
     for row in rows:
         verdicts[row.get("verdict")] = verdicts.get(row.get("verdict"), 0) + 1
+    busy = [row["in_flight"] for row in rows if row.get("in_flight") is not None]
+    busy_text = f"in_flight mean {statistics.mean(busy):.2f}; " if busy else ""
     return (
-        f"states {states}; verdicts {verdicts}; capacity_ratio min {min(ratios)}; "
+        f"{busy_text}states {states}; verdicts {verdicts}; capacity_ratio min {min(ratios)}; "
         f"dispatch_capacity min {min(caps)} median {statistics.median(caps)}; "
         f"P0 queue max {max(p0q)}"
     )
@@ -152,6 +154,43 @@ def p0_after(report, from_second):
     return ok / sent if sent else None
 
 
+def p0_requests_after(report, from_second):
+    """P0 requests' success from `from_second` on: successful attempts over first attempts
+    sent from then (each request succeeds at most once; retries of earlier requests that
+    succeed in the window count too, so this is close to, not exactly, per request)."""
+    first = ok = 0
+    for second in report.get("timeline") or []:
+        if second["second"] >= from_second:
+            first += second["first_attempts"]
+            ok += second["ok"]
+    return min(ok / first, 1.0) if first else None
+
+
+def span(values, fmt):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return f"{fmt(min(values))} to {fmt(max(values))} (mean {fmt(statistics.mean(values))})"
+
+
+def summary(spread):
+    """One line over the seeds: range and mean of each figure."""
+    if not spread:
+        return ""
+    ratio = lambda v: f"{v:.2f}"  # noqa: E731
+    parts = [
+        f"goodput ÷ light-load capacity {span([s['ratio'] for s in spread], ratio)}",
+        f"÷ full-dispatch capacity {span([s['full'] for s in spread], ratio)}",
+        f"P0 ok {span([s['P0'] for s in spread], pct)}",
+        f"P1 ≥ P2 in {sum(1 for s in spread if (s['P1'] or 0) >= (s['P2'] or 0))} of {len(spread)} seeds",
+        f"refusals without Retry-After {sum(s['no_header'] for s in spread)}",
+    ]
+    if any(s["p0_back"] is not None for s in spread):
+        parts.append(f"P0 attempts ok once workers are back {span([s['p0_back'] for s in spread], pct)}")
+        parts.append(f"P0 requests ok from then {span([s['p0_back_requests'] for s in spread], pct)}")
+    return f"Over {len(spread)} seeds: " + "; ".join(parts) + "."
+
+
 def render(meta_path, out):
     meta = read_meta(meta_path)
     lines = ["# Demand overload: goodput, P0 protection, no self-inflicted ramp", ""]
@@ -176,13 +215,15 @@ def render(meta_path, out):
                   "completions per second counted by the sims: "
                   + ", ".join(f"seed {seed}: {rate:.2f} req/s" for seed, rate in full.items())]
     lines.append("")
+    outage_for = (meta.get("outage_for") or ["10"])[0]
     for section, label in (("overload", "Demand overload (P0 5, P1 10, P2 20 req/s; clients honour Retry-After)"),
-                           ("outage", "Outage storm during the same demand (all workers fail for 10 s, then recover)")):
+                           ("outage", f"Outage storm during the same demand (all workers answer 503 for {outage_for} s, "
+                                      "then recover; clients retry)")):
         cases = meta.get(section, [])
         if not cases:
             continue
         lines += ["", f"## {label}", ""]
-        rows, notes = [], []
+        rows, notes, spread = [], [], []
         for value in cases:
             fields = value.split("\t")
             seed, goodput, capacity, poll_path = fields[:4]
@@ -199,10 +240,20 @@ def render(meta_path, out):
                 back = routable_again_second(polled, reports["P0"])
                 after = p0_after(reports["P0"], back) if back is not None else None
                 row.append(f"{pct(after)} (from {back} s)" if after is not None else "-")
+                requests = p0_requests_after(reports["P0"], back) if back is not None else None
+                row.append(pct(requests) if requests is not None else "-")
                 ramp_second = ramp_start_second(polled, reports["P0"])
                 after_ramp = p0_after(reports["P0"], ramp_second) if ramp_second is not None else None
                 row.append(f"{pct(after_ramp)} (from {ramp_second} s)" if after_ramp is not None else "-")
             rows.append(row)
+            spread.append({
+                "ratio": float(goodput) / float(capacity),
+                "full": float(goodput) / full[seed] if seed in full else None,
+                **{c: reports[c]["eventual_success_rate"] for c in ("P0", "P1", "P2")},
+                "no_header": no_header,
+                "p0_back": after if section == "outage" else None,
+                "p0_back_requests": requests if section == "outage" else None,
+            })
             notes.append(f"- seed {seed}: {poll_summary(polled)}")
             if section == "outage":
                 notes.append(f"  - ramp path: {' → '.join(ramp_path(polled))}")
@@ -210,8 +261,10 @@ def render(meta_path, out):
                    "refusals", "without Retry-After"]
         if section == "outage":
             headers.append("P0 attempts ok once workers are routable again")
+            headers.append("P0 requests ok from then (ok ÷ first attempts)")
             headers.append("P0 attempts ok from the ramp's start")
         lines.append(table(headers, rows))
+        lines += ["", summary(spread)]
         lines += ["", "`GET /admin/admission`, polled every 500 ms:", ""] + notes
     lines += ["", "## Commands", "", "```"]
     seen = set()

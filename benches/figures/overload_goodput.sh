@@ -6,24 +6,26 @@
 #             max_concurrent / e2e p50.
 #   full    - capacity at full dispatch without overload: one tenant at 40 req/s whose load
 #             tool keeps at most max_concurrent requests outstanding (drops the rest), so the
-#             gateway's slots are always busy and nothing queues; goodput counted by the sims.
-#             The sims charge 10 % more per decoded token for each extra running request, so
-#             this is below the light-load figure.
+#             gateway's slots are nearly always busy and nothing queues; goodput counted by
+#             the sims. The sims' decode step is memory-bound (2 % dearer per extra running
+#             request), so a request running next to others is a little slower than alone.
 #   overload- the three tenants for DURATION s; goodput = completions counted by the sims
 #             between WARM s and DURATION - 5 s; per-class success, refusals with and without
 #             Retry-After; GET /admin/admission polled every 500 ms.
-#   outage  - the same demand for OUTAGE_DURATION s; OUTAGE_AT s in both workers fail every
-#             request (sim fault `error`, HTTP 500) for OUTAGE_FOR s, then recover. The ramp
-#             must still climb and P0 be served once the workers are back (their breakers stay
-#             open 30 s, so the ramp starts about 45 s after the fault ends).
-# CASES picks the demand cases (default both); FIG_VARIANT=x writes overload_goodput_x.md
-# (e.g. for a baseline run of older binaries via SWITCHYARD_BIN_DIR).
+#   outage  - the same demand for OUTAGE_DURATION s; OUTAGE_AT s in, both workers answer 503
+#             to everything (`/health` included: sim fault `unavailable`, clearing itself
+#             after OUTAGE_FOR s). The ramp must still climb 30 -> 50 -> 80 -> 100 % and P0 be
+#             served once the workers are back (their breakers stay open 30 s, so the ramp
+#             starts about 45 s after the fault ends). recovery_storm.sh runs this case alone.
+# CASES picks the demand cases (default overload; recovery_storm.sh runs outage); FIG_VARIANT=x writes overload_goodput_x.md
+# (e.g. for a baseline run of older binaries via SWITCHYARD_BIN_DIR); FIG_NAME_OVERRIDE
+# names the page outright.
 # Writes overload_goodput.md. Bounded: per seed about 15 + DURATION + OUTAGE_DURATION + 2 x 60 s.
 source "$(dirname "$0")/lib.sh"
-fig_init "overload_goodput${FIG_VARIANT:+_$FIG_VARIANT}"
-CASES="${CASES:-overload outage}"
+fig_init "${FIG_NAME_OVERRIDE:-overload_goodput${FIG_VARIANT:+_$FIG_VARIANT}}"
+CASES="${CASES:-overload}"
 
-SEEDS="${SEEDS:-1 2}"
+SEEDS="${SEEDS:-1 2 3}"
 DURATION="${DURATION:-60}"
 WARM="${WARM:-10}"
 LIGHT_RATE="${LIGHT_RATE:-3}"
@@ -37,7 +39,7 @@ RAMP_HOLD_MS="${RAMP_HOLD_MS:-5000}"
 # requests ask for 8 tokens: about 0.35 s per request in the model (few long timer sleeps, so
 # a busy machine adds less on top).
 SIM_FLAGS=(--max-running 4 --time-scale 8)
-BASE="${FIG_PORT_BASE:-22000}"
+BASE="${FIG_PORT_BASE:-23000}"
 GW_PORT=$BASE
 SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
 require_ports "$GW_PORT" "${SIM_PORTS[@]}"
@@ -46,6 +48,7 @@ HELPER="python3 $FIG_DIR/overload_goodput.py"
 meta seeds "$SEEDS"
 meta duration "$DURATION"
 meta outage_duration "$OUTAGE_DURATION"
+meta outage_for "$OUTAGE_FOR"
 meta max_concurrent "$MAX_CONCURRENT"
 meta sim_flags "${SIM_FLAGS[*]}"
 meta ramp_hold_ms "$RAMP_HOLD_MS"
@@ -126,11 +129,10 @@ demand_case() {
     local recover_second=0
     if [[ "$section" == outage ]]; then
         sleep "$OUTAGE_AT"
-        for port in "${SIM_PORTS[@]}"; do sim_fault "$port" '{"mode":"error"}'; done
-        log_cmd curl -X POST "http://127.0.0.1:<sim port>/admin/fault" -d '{"mode":"error"}'
+        local outage="{\"mode\":\"unavailable\",\"for_ms\":$((OUTAGE_FOR * 1000))}"
+        for port in "${SIM_PORTS[@]}"; do sim_fault "$port" "$outage"; done
+        log_cmd curl -X POST "http://127.0.0.1:<sim port>/admin/fault" -d "$outage"
         sleep "$OUTAGE_FOR"
-        for port in "${SIM_PORTS[@]}"; do sim_fault "$port" '{"mode":"ok"}'; done
-        log_cmd curl -X POST "http://127.0.0.1:<sim port>/admin/fault" -d '{"mode":"ok"}'
         recover_second=$(((OUTAGE_AT + OUTAGE_FOR)))
         sleep "$((WARM - OUTAGE_AT - OUTAGE_FOR > 0 ? WARM - OUTAGE_AT - OUTAGE_FOR : 0))"
     else
