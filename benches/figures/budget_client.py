@@ -55,6 +55,38 @@ def one_request(targets, rng_pick, key, body, timeout):
     return 0, "connection: refused twice", 0, tried[-1], 1
 
 
+def percentiles(values):
+    if not values:
+        return {}
+    ordered = sorted(values)
+    pick = lambda q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)  # noqa: E731
+    return {"p50": pick(0.5), "p99": pick(0.99), "max": round(ordered[-1], 1)}
+
+
+def reserve_p99_ms(data_dir, case_name):
+    """p99 of switchyard_ledger_reserve_seconds over the three replicas' metrics, as the
+    upper bound of the histogram bucket it falls in (ms); None without observations."""
+    buckets = collections.Counter()
+    for i in range(3):
+        try:
+            text = open(f"{data_dir}/{case_name}.gateway-{i}.metrics.txt").read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("switchyard_ledger_reserve_seconds_bucket{"):
+                le = line.split('le="', 1)[1].split('"', 1)[0]
+                buckets[float("inf") if le == "+Inf" else float(le)] += float(line.split()[-1])
+    if not buckets:
+        return None
+    total = buckets[float("inf")]
+    if total == 0:
+        return None
+    for le in sorted(buckets):
+        if buckets[le] >= 0.99 * total:
+            return le * 1000
+    return None
+
+
 def run(args):
     targets = args.targets.split(",")
     rng = random.Random(args.seed)
@@ -63,6 +95,7 @@ def run(args):
     tokens_by_second = collections.Counter()
     per_target = collections.Counter()
     served = [0]
+    latencies_ms = []
     started = time.monotonic()
 
     def task(i, pick):
@@ -75,9 +108,13 @@ def run(args):
                 "stream": False,
             }
         ).encode()
+        sent_at = time.monotonic()
         status, code, tokens, index, _ = one_request(targets, pick, args.key, body, args.timeout)
+        took_ms = (time.monotonic() - sent_at) * 1000
         second = int(time.monotonic() - started)
         with lock:
+            if status == 200:
+                latencies_ms.append(took_ms)
             counts[f"{status} {code}"] += 1
             per_target[f"{index} {status}"] += 1
             served[0] += tokens
@@ -104,6 +141,7 @@ def run(args):
         "per_target": dict(sorted(per_target.items())),
         "tokens_by_second": {str(k): v for k, v in sorted(tokens_by_second.items())},
         "elapsed_s": round(time.monotonic() - started, 2),
+        "latency_ms_200": percentiles(latencies_ms),
     }
     with open(args.out, "w") as out:
         json.dump(summary, out, indent=1)
@@ -124,8 +162,8 @@ def render(data_dir, out_md):
         f"{meta['loadavg_start']} at the start, {meta['loadavg_end']} at the end "
         f"({meta['host']}); {meta['git']}.",
         "",
-        "| case | budget | served to clients | share | 200 | 429 | 503 | other | spend per replica (ledger, applied) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| case | budget | served to clients | share | 200 | 429 | 503 | other | spend per replica (ledger, applied) | latency of 200s p50 / p99 (ms) | ledger reservation p99 (ms, bucket bound) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for case in cases:
         s = case["client"]
@@ -134,10 +172,13 @@ def render(data_dir, out_md):
             by_status[outcome.split(" ")[0]] += n
         other = sum(n for status, n in by_status.items() if status not in ("200", "429", "503"))
         spend = ", ".join(str(v) for v in case["spent_per_replica"])
+        lat = s.get("latency_ms_200", {})
+        reserve = reserve_p99_ms(data_dir, case.get("metrics", case["name"]))
+        reserve = "–" if reserve is None else f"≤ {reserve:g}"
         lines.append(
             f"| {case['name']} | {case['budget']} | {s['served_tokens']} | "
             f"{s['served_tokens'] / case['budget']:.3f} | {by_status['200']} | {by_status['429']} | "
-            f"{by_status['503']} | {other} | {spend} |"
+            f"{by_status['503']} | {other} | {spend} | {lat.get('p50', '–')} / {lat.get('p99', '–')} | {reserve} |"
         )
     lines += ["", "Outcomes (status and error code) per case:", ""]
     for case in cases:

@@ -7,11 +7,18 @@
 #   no_faults:  nothing else happens.
 #   leader_kill: the Raft leader is SIGKILLed at KILL_AT s and restarted on its data dir at
 #                RESTART_AT s (a refused connection is retried once on another replica).
+#   multi_region: every ledger call between replicas is delayed DELAY_MS (50) each way
+#                 (replicas in three regions; SWITCHYARD_RAFT_DELAY_MS, a chaos-only knob).
+#   period_limits: two more tenants, one with a month limit of PERIOD_LIMIT tokens next to a
+#                  far larger day limit, one with a purpose-scoped (business) day limit of
+#                  PERIOD_LIMIT; a client per tenant at RATE/2 req/s.
 # Per case: tokens served / budget, answers by status, and each replica's view of the spend
 # (limit - switchyard_ledger_budget_remaining_tokens from its own applied state) once the
 # leases have been reported or expired. Writes budget_utilisation.md.
 #
-# Bounded: 2 cases of DURATION s (default 50) plus start-up and settling, about 3 minutes.
+# Per case also: latency of the 200 answers at the client, and the p99 of the ledger
+# reservation on the request path (switchyard_ledger_reserve_seconds, summed over replicas).
+# Bounded: up to 4 cases of DURATION s (default 50) plus start-up and settling, ~6 minutes.
 source "$(dirname "$0")/lib.sh"
 fig_init budget_utilisation
 
@@ -21,8 +28,10 @@ SEED="${SEED:-7}"
 BUDGET="${BUDGET:-150000}"
 KILL_AT="${KILL_AT:-10}"
 RESTART_AT="${RESTART_AT:-16}"
-CASES="${CASES:-no_faults leader_kill}"
-BASE="${FIG_PORT_BASE:-23000}"
+CASES="${CASES:-no_faults leader_kill multi_region period_limits}"
+DELAY_MS="${DELAY_MS:-50}"
+PERIOD_LIMIT="${PERIOD_LIMIT:-60000}"
+BASE="${FIG_PORT_BASE:-24000}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)))
 RAFT_PORTS=($((BASE + 5)) $((BASE + 6)) $((BASE + 7)))
 SIM_PORTS=($((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
@@ -43,8 +52,26 @@ api_key = "$TENANT_KEY"
 caller = "acme"
 max_priority = "P1"
 tokens_per_day = $BUDGET
+
+[[admission.tenants]]
+api_key = "sk-month-figure"
+caller = "monthly"
+max_priority = "P1"
+tokens_per_day = $((PERIOD_LIMIT * 100))
+tokens_per_month = $PERIOD_LIMIT
+
+[[admission.tenants]]
+api_key = "sk-purpose-figure"
+caller = "purposeful"
+max_priority = "P1"
+
+[[admission.tenants.purposes]]
+purpose = "business"
+tokens_per_day = $PERIOD_LIMIT
 TOML
-GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-budget-utilisation)
+BASE_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-budget-utilisation)
+GW_ENV=("${BASE_ENV[@]}")
+RECORD_ENV=(SWITCHYARD_CLUSTER_SECRET=...)
 
 record() {
     local line
@@ -61,7 +88,7 @@ start_node() {
     local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}"
         --data-dir "$FIG_WORK/$case_name-node$((i + 1))")
     if ((i > 0)); then node+=(--join "127.0.0.1:${RAFT_PORTS[0]}"); fi
-    record env SWITCHYARD_CLUSTER_SECRET=... "$GATEWAY_BIN" serve --config "$CONFIG" \
+    record env "${RECORD_ENV[@]}" "$GATEWAY_BIN" serve --config "$CONFIG" \
         --host 127.0.0.1 --port "${GW_PORTS[$i]}" "${URLS[@]}" "${node[@]}"
     start_gateway "$case_name-gateway-$i" "${GW_PORTS[$i]}" "$CONFIG" "${URLS[@]}" "${node[@]}"
 }
@@ -72,17 +99,36 @@ import json, sys
 print(int(json.load(sys.stdin)["leader"]) - 1)'
 }
 
-# spent_on PORT: this replica's applied view of the tenant's spend.
+# spent_on PORT [POOL LIMIT]: this replica's applied view of a pool's spend (default: acme).
 spent_on() {
-    local remaining
+    local remaining pool="${2:-acme}" limit="${3:-$BUDGET}"
     remaining="$(curl -fsS --max-time 5 "http://127.0.0.1:$1/metrics" |
-        awk '/^switchyard_ledger_budget_remaining_tokens\{pool="acme"\}/ {print $2}')"
-    echo $((BUDGET - ${remaining:-$BUDGET}))
+        awk -v want="switchyard_ledger_budget_remaining_tokens{pool=\"$pool\"}" '$1 == want {print $2}')"
+    echo $((limit - ${remaining:-$limit}))
+}
+
+# client CASE KEY RATE: starts budget_client.py in the background; sets CLIENT_PID, CLIENT_OUT.
+client() {
+    local case_name="$1" key="$2" rate="$3"
+    local targets="http://127.0.0.1:${GW_PORTS[0]},http://127.0.0.1:${GW_PORTS[1]},http://127.0.0.1:${GW_PORTS[2]}"
+    CLIENT_OUT="$FIG_DATA/$case_name.$key.client.json"
+    record $CLIENT run --targets "$targets" --key "$key" --rate "$rate" \
+        --duration "$DURATION" --seed "$SEED" --out "$CLIENT_OUT"
+    $CLIENT run --targets "$targets" --key "$key" --rate "$rate" \
+        --duration "$DURATION" --seed "$SEED" --out "$CLIENT_OUT" &
+    CLIENT_PID=$!
+    FIG_PIDS+=("$CLIENT_PID")
 }
 
 CASE_JSON=()
 run_case() {
     local case_name="$1" pids=() i
+    GW_ENV=("${BASE_ENV[@]}")
+    RECORD_ENV=(SWITCHYARD_CLUSTER_SECRET=...)
+    if [[ "$case_name" == multi_region ]]; then
+        GW_ENV+=(SWITCHYARD_CHAOS_ENDPOINTS=1 "SWITCHYARD_RAFT_DELAY_MS=$DELAY_MS")
+        RECORD_ENV+=(SWITCHYARD_CHAOS_ENDPOINTS=1 "SWITCHYARD_RAFT_DELAY_MS=$DELAY_MS")
+    fi
     URLS=()
     for i in 0 1 2 3; do
         start_sim "$case_name-sim-$i" "${SIM_PORTS[$i]}" --time-scale 0.05
@@ -103,14 +149,16 @@ run_case() {
     done
     sleep 3
     echo "[budget_utilisation] $case_name" >&2
-    local out="$FIG_DATA/$case_name.client.json"
-    local targets="http://127.0.0.1:${GW_PORTS[0]},http://127.0.0.1:${GW_PORTS[1]},http://127.0.0.1:${GW_PORTS[2]}"
-    record $CLIENT run --targets "$targets" --key "$TENANT_KEY" --rate "$RATE" \
-        --duration "$DURATION" --seed "$SEED" --out "$out"
-    $CLIENT run --targets "$targets" --key "$TENANT_KEY" --rate "$RATE" \
-        --duration "$DURATION" --seed "$SEED" --out "$out" &
-    local client=$!
-    FIG_PIDS+=("$client")
+    local clients=() outs=()
+    if [[ "$case_name" == period_limits ]]; then
+        client "$case_name" sk-month-figure "$(python3 -c "print($RATE / 2)")"
+        clients+=("$CLIENT_PID"); outs+=("$CLIENT_OUT")
+        client "$case_name" sk-purpose-figure "$(python3 -c "print($RATE / 2)")"
+        clients+=("$CLIENT_PID"); outs+=("$CLIENT_OUT")
+    else
+        client "$case_name" "$TENANT_KEY" "$RATE"
+        clients+=("$CLIENT_PID"); outs+=("$CLIENT_OUT")
+    fi
     if [[ "$case_name" == leader_kill ]]; then
         sleep "$KILL_AT"
         local leader
@@ -122,26 +170,42 @@ run_case() {
         start_node "$leader" "$case_name"
         gw[$leader]="$GW_PID"
     fi
-    wait "$client" || true
-    stop_pid "$client"
+    for i in "${clients[@]}"; do
+        wait "$i" || true
+        stop_pid "$i"
+    done
     # Leases are reported at their next renewal or charged when they expire (10 s TTL).
     sleep 12
-    local spent=()
     for i in 0 1 2; do
-        spent+=("$(spent_on "${GW_PORTS[$i]}")")
         save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$case_name.gateway-$i.metrics.txt"
     done
     admin GET "${GW_PORTS[0]}" /admin/quota >"$FIG_DATA/$case_name.quota.json" || true
-    CASE_JSON+=("{\"name\": \"$case_name\", \"budget\": $BUDGET, \"client\": $(cat "$out"), \"spent_per_replica\": [${spent[0]}, ${spent[1]}, ${spent[2]}]}")
+    # One row per tenant: label, pool label, limit, client summary.
+    local rows=()
+    if [[ "$case_name" == period_limits ]]; then
+        rows=("month monthly@2592000000ms $PERIOD_LIMIT ${outs[0]}"
+            "purpose purposeful/business $PERIOD_LIMIT ${outs[1]}")
+    else
+        rows=("- acme $BUDGET ${outs[0]}")
+    fi
+    local row label pool limit out spent name
+    for row in "${rows[@]}"; do
+        read -r label pool limit out <<<"$row"
+        spent=()
+        for i in 0 1 2; do spent+=("$(spent_on "${GW_PORTS[$i]}" "$pool" "$limit")"); done
+        name="$case_name"
+        [[ "$label" == - ]] || name="$case_name ($label limit)"
+        CASE_JSON+=("{\"name\": \"$name\", \"metrics\": \"$case_name\", \"budget\": $limit, \"client\": $(cat "$out"), \"spent_per_replica\": [${spent[0]}, ${spent[1]}, ${spent[2]}]}")
+    done
     for i in "${gw[@]}" "${pids[@]}"; do stop_pid "$i"; done
 }
 
 for case_name in $CASES; do run_case "$case_name"; done
 
 (IFS=,; echo "[${CASE_JSON[*]}]") >"$FIG_DATA/cases.json"
-python3 - "$FIG_DATA/meta.json" "$FIG_META" "$RATE" "$DURATION" "$BUDGET" "$KILL_AT" "$RESTART_AT" "${COMMANDS[@]}" <<'PY'
+python3 - "$FIG_DATA/meta.json" "$FIG_META" "$RATE" "$DURATION" "$BUDGET" "$KILL_AT" "$RESTART_AT" "$DELAY_MS" "$PERIOD_LIMIT" "${COMMANDS[@]}" <<'PY'
 import json, sys, time
-out, meta_tsv, rate, duration, budget, kill_at, restart_at, *commands = sys.argv[1:]
+out, meta_tsv, rate, duration, budget, kill_at, restart_at, delay_ms, period_limit, *commands = sys.argv[1:]
 meta = dict(line.rstrip("\n").split("\t", 1) for line in open(meta_tsv) if "\t" in line)
 meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
@@ -150,7 +214,10 @@ meta["setup"] = (
     f"{budget}-token daily budget (soft/hard shedding thresholds at 100 %), {rate} req/s "
     f"Poisson for {duration} s, each request to a random replica, ~12-word unique prompt, "
     f"max_tokens 32, non-streaming. leader_kill: the leader is SIGKILLed at {kill_at} s and "
-    f"restarted on its data dir at {restart_at} s. Spend per replica is read 12 s after the "
+    f"restarted on its data dir at {restart_at} s. multi_region: every ledger call between "
+    f"replicas delayed {delay_ms} ms each way. period_limits: a month limit of {period_limit} "
+    f"tokens (day limit 100x) and a business-purpose day limit of {period_limit}, a client each "
+    f"at {rate}/2 req/s. Spend per replica is read 12 s after the "
     f"load from each replica's own applied state."
 )
 meta["commands"] = commands

@@ -198,6 +198,17 @@ pub enum Command {
         spec: BudgetSpec,
         principal: String,
     },
+    /// A restarted node's word on a lease its previous process held: under `epoch` it let
+    /// through at most `spent_at_most` tokens of reservations (its spend journal's durable
+    /// ceiling; settlement may add the debt allowance). A live lease of that epoch is
+    /// released at that count; an expired or fenced one, already charged in full, gets the
+    /// rest back.
+    ReclaimLease {
+        node: NodeId,
+        pool: PoolId,
+        epoch: u64,
+        spent_at_most: u64,
+    },
 }
 
 /// Names one client write across all its attempts (local, forwarded, retried), so the state

@@ -27,6 +27,11 @@ pub enum LedgerError {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("spend journal {path}: {source}")]
+    Journal {
+        path: String,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]

@@ -32,6 +32,7 @@ pub mod codec;
 pub mod command;
 pub mod config;
 pub mod error;
+pub mod journal;
 pub mod lease;
 pub mod metrics;
 pub mod network;

@@ -31,6 +31,11 @@ pub struct LedgerMetrics {
     pub spend_tokens: IntCounterVec,
     pub spend_batches: IntCounterVec,
     pub forwarded_writes: IntCounterVec,
+    pub journal_sync_seconds: Histogram,
+    pub journal_failures: IntCounter,
+    pub journal_reclaims: IntCounter,
+    pub applied_reclaimed_tokens: IntGauge,
+    pub reserve_seconds: Histogram,
 }
 
 pub const ROLES: [&str; 4] = ["leader", "follower", "candidate", "learner"];
@@ -190,6 +195,38 @@ impl LedgerMetrics {
                 ),
                 &["path", "outcome"],
             )?,
+            journal_sync_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "switchyard_ledger_journal_sync_seconds",
+                    "Time to append and sync one batch of spend-journal ceilings",
+                )
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                ]),
+            )?,
+            journal_failures: IntCounter::new(
+                "switchyard_ledger_journal_failures_total",
+                "Spend-journal syncs that failed (reservations past the ceiling wait)",
+            )?,
+            journal_reclaims: IntCounter::new(
+                "switchyard_ledger_journal_reclaims_total",
+                "Leases of a previous process reported from the spend journal after a restart",
+            )?,
+            reserve_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "switchyard_ledger_reserve_seconds",
+                    "Time a request spends reserving its estimate from the quota ledger, waits \
+                     for a lease renewal or a journal sync included",
+                )
+                .buckets(vec![
+                    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2,
+                    0.1, 0.25, 0.5, 1.0, 2.5,
+                ]),
+            )?,
+            applied_reclaimed_tokens: IntGauge::new(
+                "switchyard_ledger_applied_reclaimed_tokens",
+                "Tokens of expired, fenced or orphaned leases given back to their pools once the holder reported (replicated count)",
+            )?,
         };
         registry.register(Box::new(metrics.raft_role.clone()))?;
         registry.register(Box::new(metrics.raft_term.clone()))?;
@@ -215,6 +252,11 @@ impl LedgerMetrics {
         registry.register(Box::new(metrics.spend_tokens.clone()))?;
         registry.register(Box::new(metrics.spend_batches.clone()))?;
         registry.register(Box::new(metrics.forwarded_writes.clone()))?;
+        registry.register(Box::new(metrics.journal_sync_seconds.clone()))?;
+        registry.register(Box::new(metrics.journal_failures.clone()))?;
+        registry.register(Box::new(metrics.journal_reclaims.clone()))?;
+        registry.register(Box::new(metrics.applied_reclaimed_tokens.clone()))?;
+        registry.register(Box::new(metrics.reserve_seconds.clone()))?;
         Ok(metrics)
     }
 

@@ -168,7 +168,14 @@ impl QuotaLedger for LedgerQuota {
     }
 
     fn reserve_or_wait<'a>(&'a self, tags: &'a SpendTags, tokens: u64) -> ReserveFuture<'a> {
-        Box::pin(self.reserve_waiting(tags, tokens))
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            let answer = self.reserve_waiting(tags, tokens).await;
+            self.metrics
+                .reserve_seconds
+                .observe(started.elapsed().as_secs_f64());
+            answer
+        })
     }
 
     fn settle(&self, reservation: Reservation, actual_tokens: u64) {

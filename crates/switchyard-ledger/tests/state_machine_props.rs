@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Property tests of the deterministic state machine: random interleavings of budget
 //! changes, lease grants and renewals by simulated nodes that really spend their leases,
-//! releases, expiries (time jumps), overrides and spend reports.
+//! releases, expiries (time jumps), overrides, spend reports, and restarts that report the
+//! previous process's leases from a spend journal (a ceiling at or above what was spent).
 //!
 //! Checked after every applied entry: `spent + holds ≤ limit` for every pool, and the tokens
 //! the simulated nodes really spent never exceed the limit. Checked at the end: replaying the
@@ -38,6 +39,10 @@ enum Step {
     Forget {
         node: u64,
     },
+    Restart {
+        node: u64,
+        journal_slack: u64,
+    },
     Advance {
         ms: u64,
     },
@@ -70,6 +75,8 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(node, tokens, overshoot)| Step::Spend { node, tokens, overshoot }),
         1 => (0..NODES).prop_map(|node| Step::Release { node }),
         1 => (0..NODES).prop_map(|node| Step::Forget { node }),
+        2 => (0..NODES, 0..600u64)
+            .prop_map(|(node, journal_slack)| Step::Restart { node, journal_slack }),
         3 => (0..15_000u64).prop_map(|ms| Step::Advance { ms }),
         1 => (1..5_000u64, any::<bool>())
             .prop_map(|(extra, same_person)| Step::Propose { extra, same_person }),
@@ -235,6 +242,29 @@ fn run(steps: Vec<Step>) -> Sim {
             // A restart: the node forgets its lease (and stops spending it).
             Step::Forget { node } => {
                 sim.leases.retain(|(n, _), _| *n != node);
+            }
+            // A crash and restart with a spend journal: every lease the node held is reported
+            // at the journal's ceiling (what it spent, or a little more), then forgotten.
+            Step::Restart {
+                node,
+                journal_slack,
+            } => {
+                let held: Vec<(PoolId, NodeLease)> = sim
+                    .leases
+                    .iter()
+                    .filter(|((n, _), _)| *n == node)
+                    .map(|((_, pool), lease)| (pool.clone(), lease.clone()))
+                    .collect();
+                sim.leases.retain(|(n, _), _| *n != node);
+                for (pool, lease) in held {
+                    let Some(epoch) = lease.epoch else { continue };
+                    sim.apply(Command::ReclaimLease {
+                        node,
+                        pool,
+                        epoch,
+                        spent_at_most: lease.used_total + journal_slack,
+                    });
+                }
             }
             Step::Advance { ms } => {
                 sim.now_ms += ms;

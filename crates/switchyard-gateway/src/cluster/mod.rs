@@ -84,7 +84,7 @@ impl LedgerRuntime {
         if !config.advertise_addr.is_empty() {
             ledger_config.advertise_addr = Some(config.advertise_addr.clone());
         }
-        if let Some(offset_ms) = chaos_clock_skew_ms() {
+        if let Some(offset_ms) = chaos_ms("SWITCHYARD_CLOCK_SKEW_MS") {
             warn!(
                 offset_ms,
                 "ledger wall clock skewed from the start (chaos test)"
@@ -92,6 +92,16 @@ impl LedgerRuntime {
             ledger_config.wall_clock.set_offset_ms(offset_ms);
         }
         let node = Arc::new(LedgerNode::start(ledger_config, registry, clock).await?);
+        if let Some(delay_ms) =
+            chaos_ms("SWITCHYARD_RAFT_DELAY_MS").and_then(|ms| u64::try_from(ms).ok())
+        {
+            warn!(
+                delay_ms,
+                "ledger calls to other replicas delayed each way (chaos test)"
+            );
+            node.faults()
+                .set_one_way_delay(Duration::from_millis(delay_ms));
+        }
         info!(
             node_id = config.node_id,
             raft_addr = node.raft_addr(),
@@ -141,20 +151,22 @@ impl LedgerRuntime {
     }
 }
 
-/// A test-only skew of the ledger wall clock from the start: `SWITCHYARD_CLOCK_SKEW_MS`, read
-/// only when the chaos endpoints are on (`SWITCHYARD_CHAOS_ENDPOINTS=1`), so a stray variable
-/// cannot move a production replica's ledger time.
-fn chaos_clock_skew_ms() -> Option<i64> {
+/// A test-only setting in milliseconds, read only when the chaos endpoints are on
+/// (`SWITCHYARD_CHAOS_ENDPOINTS=1`), so a stray variable cannot change a production replica:
+/// `SWITCHYARD_CLOCK_SKEW_MS` skews the ledger wall clock from the start,
+/// `SWITCHYARD_RAFT_DELAY_MS` delays every ledger call to another replica each way (replicas
+/// in other regions).
+fn chaos_ms(name: &str) -> Option<i64> {
     let chaos = std::env::var("SWITCHYARD_CHAOS_ENDPOINTS").is_ok_and(|v| v == "1");
-    let skew = std::env::var("SWITCHYARD_CLOCK_SKEW_MS").ok()?;
-    match skew.trim().parse::<i64>() {
-        Ok(offset_ms) if chaos => Some(offset_ms),
+    let value = std::env::var(name).ok()?;
+    match value.trim().parse::<i64>() {
+        Ok(ms) if chaos => Some(ms),
         Ok(_) => {
-            warn!("SWITCHYARD_CLOCK_SKEW_MS ignored: it needs SWITCHYARD_CHAOS_ENDPOINTS=1");
+            warn!(name, "ignored: it needs SWITCHYARD_CHAOS_ENDPOINTS=1");
             None
         }
         Err(error) => {
-            warn!(%error, "SWITCHYARD_CLOCK_SKEW_MS is not an integer; ignored");
+            warn!(name, %error, "not an integer; ignored");
             None
         }
     }

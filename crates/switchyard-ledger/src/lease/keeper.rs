@@ -7,15 +7,17 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::{LeaseTable, LocalLease, UNLIMITED_SHARE};
-use crate::command::{Command, CommandResponse, LeaseDenied, PoolId};
+use crate::command::{Command, CommandResponse, LeaseDenied, LeaseGrant, PoolId};
 use crate::config::LeaseConfig;
 use crate::error::LedgerError;
+use crate::journal::{Record, SpendJournal};
 use crate::node::core::LedgerCore;
 
 pub(crate) struct LeaseKeeper {
     pub core: Arc<LedgerCore>,
     pub table: Arc<LeaseTable>,
     pub config: LeaseConfig,
+    pub journal: Arc<SpendJournal>,
 }
 
 impl LeaseKeeper {
@@ -106,6 +108,9 @@ impl LeaseKeeper {
         metrics
             .applied_expiry_charged_tokens
             .set(gauge(counters.lease_tokens_charged_on_expiry));
+        metrics
+            .applied_reclaimed_tokens
+            .set(gauge(counters.lease_tokens_reclaimed));
     }
 
     /// The demand to ask for if the lease should be renewed now.
@@ -158,7 +163,15 @@ impl LeaseKeeper {
         let retry_at = clock.now() + self.config.ttl.mul_f64(self.config.renew_after_fraction);
         let outcome = match &result {
             Ok(CommandResponse::Lease(Ok(grant))) => {
-                lease.apply_grant(grant, sent_at, self.config.safety_margin, clock.now());
+                let journaled = self.first_ceiling(lease, grant).await;
+                lease.apply_grant(
+                    grant,
+                    sent_at,
+                    self.config.safety_margin,
+                    clock.now(),
+                    journaled,
+                );
+                self.table.journal_kicked().notify_one();
                 "granted"
             }
             Ok(CommandResponse::Lease(Err(LeaseDenied::Exhausted { .. }))) => {
@@ -184,6 +197,29 @@ impl LeaseKeeper {
             .lease_requests
             .with_label_values(&[outcome])
             .inc();
+    }
+
+    /// For a grant of a new epoch, syncs its first journal ceiling before it is installed,
+    /// so the first requests under it need not wait for the journal writer. Answers the
+    /// ceiling synced (0 if none: the writer raises it when a reservation asks).
+    async fn first_ceiling(&self, lease: &LocalLease, grant: &LeaseGrant) -> u64 {
+        if lease.snapshot().epoch == Some(grant.epoch) {
+            return 0;
+        }
+        let ceiling = lease.first_ceiling(grant);
+        let record = Record::Ceiling {
+            pool: lease.pool.clone(),
+            epoch: grant.epoch,
+            ceiling,
+        };
+        match self.journal.append(vec![record]).await {
+            Ok(()) => ceiling,
+            Err(e) => {
+                self.core.metrics.journal_failures.inc();
+                tracing::warn!(error = %e, "spend journal sync failed for a new lease");
+                0
+            }
+        }
     }
 
     /// Stops spending every lease and hands the unused part back (best effort).

@@ -17,6 +17,18 @@ pub enum LeaseMiss {
     Expired,
     /// Not enough tokens left in the lease.
     Short,
+    /// The lease has the tokens but the spend journal's synced ceiling is below them: the
+    /// journal writer is asked to raise it (a local disk sync, no ledger round trip).
+    Unjournaled,
+}
+
+/// What a successful reservation asks of the background tasks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reserved {
+    /// Half of the last grant is used: renew now rather than at the keeper's next look.
+    pub renew_now: bool,
+    /// The journal's headroom above the spend is below half its step: raise it now.
+    pub journal_now: bool,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +48,26 @@ struct Counters {
     expiry_counted: bool,
     /// After a refusal, when the keeper may ask again.
     next_attempt: Option<Instant>,
+    /// The spend journal's synced ceiling for this epoch: reservations never take
+    /// `used_total` past it, so after a crash the journal bounds what this epoch spent.
+    journaled: u64,
+    /// The largest `used_total` a reservation needed above the ceiling.
+    journal_wanted: u64,
+    /// Epochs this lease has left (replaced or refused) whose journal entries can close.
+    closed_epochs: Vec<u64>,
+    /// The largest reservation seen: a journal step covers a few of them.
+    largest_request: u64,
+}
+
+impl Counters {
+    /// How far the journal's ceiling runs ahead of the spend: a quarter of the fresh part of
+    /// the last grant, so a crash strands at most that (plus the debt allowance) and the
+    /// journal syncs about eight times per grant; at least four of the largest requests, so
+    /// a small lease does not sync per request.
+    fn journal_step(&self) -> u64 {
+        let fresh = self.granted_at_renewal.saturating_sub(self.used_at_renewal);
+        journal_step(fresh, self.largest_request)
+    }
 }
 
 /// A read-only picture of a lease for metrics, tests and renewal decisions.
@@ -52,6 +84,7 @@ pub struct LeaseSnapshot {
     pub used_at_renewal: u64,
     pub granted_at_renewal: u64,
     pub next_attempt: Option<Instant>,
+    pub journaled: u64,
 }
 
 impl LeaseSnapshot {
@@ -71,6 +104,10 @@ impl LeaseSnapshot {
             _ => 0,
         }
     }
+}
+
+fn journal_step(fresh: u64, largest_request: u64) -> u64 {
+    (fresh / 4).max(largest_request.saturating_mul(4)).max(1)
 }
 
 #[derive(Debug)]
@@ -120,10 +157,11 @@ impl LocalLease {
         c.starved |= no_share;
     }
 
-    /// Hot path: takes `tokens` if the lease is live and has them. Answers whether this
-    /// reservation used up the first half of what the last grant added: then the keeper should
-    /// renew now rather than at its next look, so the lease does not run dry under load.
-    pub fn try_reserve(&self, tokens: u64, now: Instant) -> Result<bool, LeaseMiss> {
+    /// Hot path: takes `tokens` if the lease is live, has them and the journal's synced
+    /// ceiling covers them. Answers whether the keeper should renew now (half of the last
+    /// grant used) and whether the journal should raise its ceiling now, so neither runs dry
+    /// under load.
+    pub fn try_reserve(&self, tokens: u64, now: Instant) -> Result<Reserved, LeaseMiss> {
         let mut c = self.counters.lock();
         c.asked = c.asked.saturating_add(tokens);
         let Some(deadline) = c.deadline else {
@@ -134,16 +172,69 @@ impl LocalLease {
             c.starved = true;
             return Err(LeaseMiss::Expired);
         }
-        if c.used_total.saturating_add(tokens) > c.granted_total {
+        c.largest_request = c.largest_request.max(tokens);
+        let needed = c.used_total.saturating_add(tokens);
+        if needed > c.granted_total {
             c.starved = true;
             return Err(LeaseMiss::Short);
         }
+        if needed > c.journaled {
+            c.journal_wanted = c.journal_wanted.max(needed);
+            return Err(LeaseMiss::Unjournaled);
+        }
         let fresh = c.granted_at_renewal.saturating_sub(c.used_at_renewal);
         let half = c.used_at_renewal.saturating_add(fresh / 2);
-        let crossed_half = c.used_total < half && c.used_total + tokens >= half;
-        c.used_total += tokens;
+        let renew_now = c.used_total < half && needed >= half;
+        c.used_total = needed;
         c.inflight += tokens;
-        Ok(crossed_half)
+        let journal_now = c.journaled.saturating_sub(needed) < c.journal_step() / 2
+            && c.journaled < c.granted_total;
+        Ok(Reserved {
+            renew_now,
+            journal_now,
+        })
+    }
+
+    /// The ceiling the journal should sync for this lease now, if it should: the spend (or
+    /// what a waiting reservation needs) plus a step, within the grant.
+    pub fn journal_due(&self) -> Option<(u64, u64)> {
+        let c = self.counters.lock();
+        let epoch = c.epoch?;
+        let step = c.journal_step();
+        let base = c.used_total.max(c.journal_wanted);
+        let target = base
+            .saturating_add(step)
+            .min(c.granted_total)
+            .max(c.journal_wanted);
+        let low = c.journaled.saturating_sub(c.used_total) < step / 2;
+        let due = target > c.journaled && (low || c.journal_wanted > c.journaled);
+        due.then_some((epoch, target))
+    }
+
+    /// The journal synced `ceiling` for `epoch`: reservations may go up to it.
+    pub fn journal_synced(&self, epoch: u64, ceiling: u64) {
+        let mut c = self.counters.lock();
+        if c.epoch == Some(epoch) {
+            c.journaled = c.journaled.max(ceiling);
+            if c.journal_wanted <= c.journaled {
+                c.journal_wanted = 0;
+            }
+        }
+    }
+
+    /// Epochs this lease has left since the last call (their journal entries can close).
+    pub fn take_closed_epochs(&self) -> Vec<u64> {
+        std::mem::take(&mut self.counters.lock().closed_epochs)
+    }
+
+    /// The first ceiling to sync for a grant of a new epoch, before it is installed: what
+    /// is in flight (carried into the new epoch) plus a step.
+    pub fn first_ceiling(&self, grant: &LeaseGrant) -> u64 {
+        let c = self.counters.lock();
+        let fresh = grant.granted_total.saturating_sub(c.inflight);
+        c.inflight
+            .saturating_add(journal_step(fresh, c.largest_request))
+            .min(grant.granted_total)
     }
 
     /// Replaces an estimate by the real count. Overshoot goes into debt up to the lease's
@@ -153,7 +244,12 @@ impl LocalLease {
         c.inflight = c.inflight.saturating_sub(estimate);
         if actual >= estimate {
             let extra = actual - estimate;
-            let ceiling = c.granted_total.saturating_add(c.max_debt);
+            // Overshoot stays within the debt allowance above what the journal bounds too,
+            // so a crash never hides more than the ledger charges for it.
+            let ceiling = c
+                .granted_total
+                .min(c.journaled.max(c.used_total))
+                .saturating_add(c.max_debt);
             let room = ceiling.saturating_sub(c.used_total);
             let taken = extra.min(room);
             c.used_total += taken;
@@ -178,6 +274,7 @@ impl LocalLease {
             used_at_renewal: c.used_at_renewal,
             granted_at_renewal: c.granted_at_renewal,
             next_attempt: c.next_attempt,
+            journaled: c.journaled,
         }
     }
 
@@ -225,20 +322,27 @@ impl LocalLease {
     }
 
     /// Installs the ledger's answer. `sent_at` is when the request left this node, so the
-    /// local deadline is never later than the ledger's own expiry.
+    /// local deadline is never later than the ledger's own expiry. `journaled` is the ceiling
+    /// synced for a new epoch before this call (0 if none was).
     pub fn apply_grant(
         &self,
         grant: &LeaseGrant,
         sent_at: Instant,
         margin: Duration,
         now: Instant,
+        journaled: u64,
     ) {
         let mut c = self.counters.lock();
         if c.epoch != Some(grant.epoch) {
-            // A new epoch: the previous lease is gone (charged in full by the ledger), and
-            // reservations still in flight are carried into the new one.
+            // A new epoch: the previous lease is gone (charged by the ledger up to the cap
+            // this node sent), and reservations still in flight are carried into the new one.
+            if let Some(old) = c.epoch {
+                c.closed_epochs.push(old);
+            }
             c.epoch = Some(grant.epoch);
             c.used_total = c.inflight;
+            c.journaled = journaled;
+            c.journal_wanted = 0;
         }
         c.granted_total = grant.granted_total;
         c.max_debt = grant.max_debt_tokens;
@@ -257,7 +361,9 @@ impl LocalLease {
     /// asked for before `retry_at` (an exhausted budget must not turn into a write storm).
     pub fn clear(&self, retry_at: Instant) {
         let mut c = self.counters.lock();
-        c.epoch = None;
+        if let Some(old) = c.epoch.take() {
+            c.closed_epochs.push(old);
+        }
         c.deadline = None;
         c.granted_total = c.used_total;
         c.next_attempt = Some(retry_at);
@@ -295,15 +401,22 @@ mod tests {
         let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
         let t0 = Instant::now();
         assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::NoLease));
-        lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::from_secs(1), t0);
-        assert_eq!(lease.try_reserve(40, t0), Ok(false));
+        lease.apply_grant(
+            &grant(1, 100, 10_000),
+            t0,
+            Duration::from_secs(1),
+            t0,
+            u64::MAX,
+        );
+        let renew = |r: Result<Reserved, LeaseMiss>| r.map(|r| r.renew_now);
+        assert_eq!(renew(lease.try_reserve(40, t0)), Ok(false));
         assert_eq!(
-            lease.try_reserve(20, t0),
+            renew(lease.try_reserve(20, t0)),
             Ok(true),
             "crosses half the grant"
         );
         assert_eq!(lease.try_reserve(50, t0), Err(LeaseMiss::Short));
-        assert_eq!(lease.try_reserve(40, t0), Ok(false));
+        assert_eq!(renew(lease.try_reserve(40, t0)), Ok(false));
         let late = t0 + Duration::from_secs(9);
         assert_eq!(lease.try_reserve(0, late), Err(LeaseMiss::Expired));
     }
@@ -312,7 +425,7 @@ mod tests {
     fn settlement_refunds_and_debt_is_bounded() {
         let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
         let t0 = Instant::now();
-        lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::ZERO, t0);
+        lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::ZERO, t0, u64::MAX);
         lease.try_reserve(50, t0).unwrap();
         assert_eq!(lease.settle(50, 20), 0);
         assert_eq!(lease.snapshot().used_total, 20);
@@ -327,7 +440,7 @@ mod tests {
     fn renewal_caps_spending_before_sending_and_new_epochs_carry_inflight() {
         let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
         let t0 = Instant::now();
-        lease.apply_grant(&grant(1, 1000, 10_000), t0, Duration::ZERO, t0);
+        lease.apply_grant(&grant(1, 1000, 10_000), t0, Duration::ZERO, t0, u64::MAX);
         lease.try_reserve(100, t0).unwrap();
         let req = lease.prepare_renewal(7, 50, Duration::from_secs(10), t0);
         assert_eq!(
@@ -335,9 +448,49 @@ mod tests {
             (100, 150, Some(1))
         );
         assert_eq!(lease.try_reserve(60, t0), Err(LeaseMiss::Short));
-        lease.apply_grant(&grant(2, 500, 10_000), t0, Duration::ZERO, t0);
+        lease.apply_grant(&grant(2, 500, 10_000), t0, Duration::ZERO, t0, u64::MAX);
         assert_eq!(lease.snapshot().used_total, 100, "in-flight carried over");
         assert_eq!(lease.settle(100, 0), 0);
         assert_eq!(lease.snapshot().used_total, 0);
+    }
+
+    #[test]
+    fn reservations_stop_at_the_journal_ceiling_until_a_higher_one_is_synced() {
+        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
+        let t0 = Instant::now();
+        let g = grant(1, 1000, 10_000);
+        let first = lease.first_ceiling(&g);
+        assert_eq!(first, 250, "a quarter of the fresh grant");
+        lease.apply_grant(&g, t0, Duration::ZERO, t0, first);
+        assert!(lease.journal_due().is_none(), "headroom is a full step");
+        let journal_now = |tokens| lease.try_reserve(tokens, t0).map(|r| r.journal_now);
+        assert_eq!(journal_now(40), Ok(false));
+        assert_eq!(journal_now(60), Ok(false));
+        assert_eq!(journal_now(50), Ok(true), "headroom 100 < half a step");
+        assert_eq!(
+            journal_now(60),
+            Ok(true),
+            "still low until the writer syncs"
+        );
+        assert_eq!(lease.try_reserve(60, t0), Err(LeaseMiss::Unjournaled));
+        // The writer raises the ceiling to cover the waiting reservation plus a step.
+        let (epoch, ceiling) = lease.journal_due().unwrap();
+        assert_eq!((epoch, ceiling), (1, 520));
+        lease.journal_synced(epoch, ceiling);
+        assert!(lease.try_reserve(60, t0).is_ok());
+        // Settlement overshoot stays within the debt allowance above the ceiling.
+        assert_eq!(
+            lease.settle(60, 400),
+            80,
+            "ceiling 520 + debt 10, used 270 + 260"
+        );
+        assert_eq!(lease.snapshot().used_total, 530);
+        // A new epoch closes the old one and starts from its own synced ceiling.
+        lease.apply_grant(&grant(2, 1000, 10_000), t0, Duration::ZERO, t0, 0);
+        assert_eq!(lease.take_closed_epochs(), vec![1]);
+        assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::Unjournaled));
+        // A synced ceiling of a replaced epoch raises nothing.
+        lease.journal_synced(1, 1000);
+        assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::Unjournaled));
     }
 }

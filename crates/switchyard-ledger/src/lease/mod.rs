@@ -7,7 +7,7 @@ mod local;
 mod set;
 mod shares;
 
-pub use local::{LeaseMiss, LeaseSnapshot, LocalLease};
+pub use local::{LeaseMiss, LeaseSnapshot, LocalLease, Reserved};
 pub(crate) use set::LeaseSet;
 pub use shares::{BURST, ShareLimiter, ShareMiss, UNLIMITED_SHARE};
 
@@ -54,6 +54,8 @@ pub struct LeaseTable {
     view: Arc<ArcSwap<LedgerView>>,
     reachable: AtomicBool,
     kick: Notify,
+    /// Wakes the spend journal's writer to raise a ceiling.
+    journal_kick: Notify,
     /// Counts the keeper's renewal attempts (whatever their outcome): what a request waiting
     /// for a renewal watches.
     answers: watch::Sender<u64>,
@@ -67,6 +69,7 @@ impl LeaseTable {
             view,
             reachable: AtomicBool::new(true),
             kick: Notify::new(),
+            journal_kick: Notify::new(),
             answers: watch::Sender::new(0),
         }
     }
@@ -85,6 +88,10 @@ impl LeaseTable {
 
     pub(crate) fn kicked(&self) -> &Notify {
         &self.kick
+    }
+
+    pub(crate) fn journal_kicked(&self) -> &Notify {
+        &self.journal_kick
     }
 
     pub(crate) fn set_reachable(&self, reachable: bool) {
@@ -110,7 +117,8 @@ impl LeaseTable {
     }
 
     /// Called by the keeper after every renewal attempt, once the lease and the
-    /// reachability flag show its outcome, so waiting requests look again.
+    /// reachability flag show its outcome, and by the journal writer after every sync, so
+    /// waiting requests look again.
     pub(crate) fn note_answer(&self) {
         self.answers.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -136,10 +144,13 @@ impl LeaseTable {
         }
         let missed = match budget {
             Some(lease) => match lease.try_reserve(tokens, now) {
-                Ok(renew_now) => match reserve_periods(&set, &tags.scope, tokens, now) {
-                    Ok(periods_renew_now) => {
-                        if renew_now || periods_renew_now {
+                Ok(reserved) => match reserve_periods(&set, &tags.scope, tokens, now) {
+                    Ok(periods) => {
+                        if reserved.renew_now || periods.renew_now {
                             self.kick.notify_one();
+                        }
+                        if reserved.journal_now || periods.journal_now {
+                            self.journal_kick.notify_one();
                         }
                         return Ok(Decision::Lease);
                     }
@@ -159,15 +170,38 @@ impl LeaseTable {
                 (None, LeaseMiss::NoLease)
             }
         };
+        if missed.1 == LeaseMiss::Unjournaled {
+            // The budget has the tokens; only the journal's sync is missing (milliseconds).
+            if let Some(lease) = budget {
+                lease.release_shares(tokens, 0);
+            }
+            self.journal_kick.notify_one();
+            return Err(pending());
+        }
+        let mut override_unjournaled = false;
         for (active, lease) in &set.overrides {
-            if active.covers(&tags.scope.caller, tags.purpose)
-                && lease.try_reserve(tokens, now).is_ok()
-            {
-                return Ok(Decision::Override);
+            if !active.covers(&tags.scope.caller, tags.purpose) {
+                continue;
+            }
+            match lease.try_reserve(tokens, now) {
+                Ok(reserved) => {
+                    if reserved.journal_now {
+                        self.journal_kick.notify_one();
+                    }
+                    return Ok(Decision::Override);
+                }
+                Err(LeaseMiss::Unjournaled) => {
+                    override_unjournaled = true;
+                    self.journal_kick.notify_one();
+                }
+                Err(_) => {}
             }
         }
         if let Some(lease) = budget {
             lease.release_shares(tokens, 0);
+        }
+        if override_unjournaled {
+            return Err(pending());
         }
         let (lease, miss) = missed;
         let pool = PoolId::Budget(tags.scope.clone());
@@ -311,20 +345,23 @@ impl LeaseTable {
 }
 
 /// Takes `tokens` from every extra period lease of `scope`, or from none: answers whether one
-/// should be renewed now, or the lease that could not pay.
+/// should be renewed (or journaled) now, or the lease that could not pay.
 fn reserve_periods(
     set: &LeaseSet,
     scope: &QuotaScope,
     tokens: u64,
     now: Instant,
-) -> Result<bool, (Arc<LocalLease>, LeaseMiss)> {
+) -> Result<Reserved, (Arc<LocalLease>, LeaseMiss)> {
     let Some(periods) = set.periods.get(scope) else {
-        return Ok(false);
+        return Ok(Reserved::default());
     };
-    let mut renew_now = false;
+    let mut all = Reserved::default();
     for (taken, lease) in periods.iter().enumerate() {
         match lease.try_reserve(tokens, now) {
-            Ok(renew) => renew_now |= renew,
+            Ok(reserved) => {
+                all.renew_now |= reserved.renew_now;
+                all.journal_now |= reserved.journal_now;
+            }
             Err(miss) => {
                 for earlier in &periods[..taken] {
                     earlier.settle(tokens, 0);
@@ -333,7 +370,16 @@ fn reserve_periods(
             }
         }
     }
-    Ok(renew_now)
+    Ok(all)
+}
+
+fn pending() -> Refused {
+    Refused {
+        decision: Decision::Pending,
+        error: QuotaError::Unavailable {
+            reason: PENDING_REASON.to_owned(),
+        },
+    }
 }
 
 fn exhausted(tags: &SpendTags, limit: u64, used: u64) -> Refused {

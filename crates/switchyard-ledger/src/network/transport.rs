@@ -78,7 +78,11 @@ impl HttpTransport {
             .header(FROM_HEADER, self.node_id.to_string())
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| TransportError::Request(e.to_string()))?;
+        let delay = self.faults.one_way_delay();
         let call = async {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             let response = self
                 .client
                 .request(request)
@@ -91,6 +95,9 @@ impl HttpTransport {
                 .await
                 .map_err(|e| TransportError::Connect(e.to_string()))?
                 .to_bytes();
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             if status != StatusCode::OK {
                 return Err(TransportError::Status {
                     status,

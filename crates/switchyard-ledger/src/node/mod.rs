@@ -26,6 +26,8 @@ use self::core::{LedgerCore, RequestIds};
 use crate::command::NodeId;
 use crate::config::{LedgerConfig, LedgerWallClock};
 use crate::error::LedgerError;
+use crate::journal::writer::JournalWriter;
+use crate::journal::{SpendJournal, reclaim};
 use crate::lease::LeaseTable;
 use crate::lease::keeper::LeaseKeeper;
 use crate::metrics::LedgerMetrics;
@@ -74,6 +76,9 @@ impl LedgerNode {
         let metrics = Arc::new(LedgerMetrics::register(registry)?);
         let db = open_database(&config.data_dir)?;
         identity::bind(&db, config.node_id, &config.cluster_id)?;
+        // Opened after the database, whose lock keeps a second process off this data dir.
+        let (journal, recovered) = SpendJournal::open(&config.data_dir)?;
+        let journal = Arc::new(journal);
         let log_store = LogStore::new(db.clone());
         let committed = log_store.committed_index();
         let view = Arc::new(ArcSwap::from_pointee(LedgerView::default()));
@@ -175,8 +180,27 @@ impl LedgerNode {
             core: core.clone(),
             table: table.clone(),
             config: config.lease.clone(),
+            journal: journal.clone(),
         };
         let keeper_task = tokio::spawn(keeper.run(shutdown_rx.clone()));
+        let journal_writer = JournalWriter {
+            journal: journal.clone(),
+            table: table.clone(),
+            metrics: metrics.clone(),
+        };
+        let journal_task = tokio::spawn(journal_writer.run(shutdown_rx.clone()));
+        if !recovered.is_empty() {
+            tracing::info!(
+                leases = recovered.len(),
+                "spend journal: reporting the leases of the previous process"
+            );
+        }
+        let reclaim_task = tokio::spawn(reclaim::run(
+            core.clone(),
+            journal,
+            recovered,
+            shutdown_rx.clone(),
+        ));
         let reporter = SpendReporter {
             core: core.clone(),
             spend: spend.clone(),
@@ -196,7 +220,7 @@ impl LedgerNode {
             core,
             quota,
             shutdown,
-            writers: vec![keeper_task, reporter_task],
+            writers: vec![keeper_task, reporter_task, journal_task, reclaim_task],
             services: vec![server_task, housekeeping_task],
         })
     }

@@ -6,6 +6,7 @@
 mod affinity;
 mod overrides;
 mod pool;
+mod reclaim;
 mod requests;
 mod spend;
 
@@ -15,6 +16,7 @@ pub use overrides::{
     OverrideStatus, PENDING_TTL_MS,
 };
 pub use pool::{Lease, Pool};
+pub use reclaim::Unreported;
 pub use requests::{MAX_REMEMBERED_REQUESTS, REQUEST_MEMORY_MS, RequestLog};
 pub use spend::{SPLIT_RETENTION_MINUTES, SpendLedger, SpendRatios};
 
@@ -34,6 +36,8 @@ pub struct LedgerCounters {
     pub spend_batches_duplicate: u64,
     /// Writes answered from memory because their request id had applied before.
     pub duplicate_requests: u64,
+    /// Tokens of expired, fenced or orphaned leases given back once their holder reported.
+    pub lease_tokens_reclaimed: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,7 +116,12 @@ impl LedgerState {
             }
             Command::AcquireLease(req) => {
                 let result = match self.pools.get_mut(&req.pool) {
-                    Some(pool) => pool.grant(&req.pool, req, now),
+                    Some(pool) => {
+                        let before = pool.reclaimed_tokens;
+                        let result = pool.grant(&req.pool, req, now);
+                        self.counters.lease_tokens_reclaimed += pool.reclaimed_tokens - before;
+                        result
+                    }
                     None => Err(LeaseDenied::NoSuchPool),
                 };
                 match result {
@@ -128,7 +137,9 @@ impl LedgerState {
                 used_total,
             } => {
                 if let Some(pool) = self.pools.get_mut(pool) {
+                    let before = pool.reclaimed_tokens;
                     pool.release(*node, *epoch, *used_total);
+                    self.counters.lease_tokens_reclaimed += pool.reclaimed_tokens - before;
                 }
                 self.drop_finished_override_pools();
                 CommandResponse::Done
@@ -221,6 +232,19 @@ impl LedgerState {
                     Ok(()) => CommandResponse::Done,
                     Err(reason) => CommandResponse::Rejected { reason },
                 }
+            }
+            Command::ReclaimLease {
+                node,
+                pool,
+                epoch,
+                spent_at_most,
+            } => {
+                if let Some(pool) = self.pools.get_mut(pool) {
+                    self.counters.lease_tokens_reclaimed +=
+                        pool.reclaim(*node, *epoch, *spent_at_most);
+                }
+                self.drop_finished_override_pools();
+                CommandResponse::Done
             }
             Command::Tick => CommandResponse::Done,
         }

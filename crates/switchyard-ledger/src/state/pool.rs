@@ -4,7 +4,8 @@
 //! The invariant this module keeps: `spent + Σ hold(lease) ≤ limit`, where a lease's hold is
 //! what its node may still spend (`granted_total − used_reported`) plus the debt allowance.
 //! Leases are charged in full when they expire, because the ledger cannot know what a silent
-//! node spent; a node that renews or releases reports its real count instead.
+//! node spent; a node that renews or releases reports its real count instead, and a holder's
+//! later report gives back what an expired lease did not spend (`reclaim.rs`).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use crate::command::{
     BudgetSpec, LeaseDenied, LeaseGrant, LeaseRequest, MAX_LEASE_TTL_MS, NodeId, PoolId,
 };
 use crate::lease::UNLIMITED_SHARE;
+use crate::state::reclaim::Unreported;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
@@ -46,6 +48,11 @@ pub struct Pool {
     /// Set when an operator lowered the limit below what is already committed: nothing is
     /// granted until spend and holds fall back under the new limit.
     pub overhang: bool,
+    /// Leases charged in full at expiry or fencing, by (node, epoch), until their holder
+    /// reports what it spent.
+    pub unreported: BTreeMap<(NodeId, u64), Unreported>,
+    /// Tokens given back by holders' reports so far (every way: renewal, release, reclaim).
+    pub reclaimed_tokens: u64,
 }
 
 /// What happened to leases while time moved on.
@@ -66,6 +73,8 @@ impl Pool {
             next_epoch: 1,
             leases: BTreeMap::new(),
             overhang: false,
+            unreported: BTreeMap::new(),
+            reclaimed_tokens: 0,
         };
         pool.period_index = pool.period_of(now_ms);
         pool
@@ -101,6 +110,7 @@ impl Pool {
         if period > self.period_index {
             self.period_index = period;
             self.spent = 0;
+            self.unreported.clear();
         }
         let mut expired = Expired::default();
         let due: Vec<NodeId> = self
@@ -113,6 +123,7 @@ impl Pool {
             if let Some(lease) = self.leases.remove(&node) {
                 let hold = self.hold(&lease);
                 self.spent = self.spent.saturating_add(hold);
+                self.remember_unreported(node, &lease);
                 expired.leases += 1;
                 expired.tokens_charged += hold;
             }
@@ -151,6 +162,8 @@ impl Pool {
 
     pub fn release(&mut self, node: NodeId, epoch: u64, used_total: u64) -> bool {
         if self.leases.get(&node).is_none_or(|l| l.epoch != epoch) {
+            // A release is final: an expired lease of that epoch gets its rest back.
+            self.settle_unreported(node, epoch, used_total);
             return false;
         }
         self.charge(node, used_total);
@@ -199,12 +212,22 @@ impl Pool {
             }
             Some(stale) => {
                 // Fencing: the node no longer knows this epoch (restart, lost reply), so
-                // whatever it spent under it is unknowable and the whole hold is charged.
-                let hold = self.hold(stale);
+                // whatever it spent under it is unknown until it says: the whole hold is
+                // charged and remembered for a later report.
+                let stale = stale.clone();
+                let hold = self.hold(&stale);
                 self.spent = self.spent.saturating_add(hold);
                 self.leases.remove(&req.node);
+                self.remember_unreported(req.node, &stale);
             }
             None => {}
+        }
+        if let Some(epoch) = req.epoch
+            && self.leases.get(&req.node).is_none_or(|l| l.epoch != epoch)
+        {
+            // The node names an epoch the ledger already expired or fenced: it spends no more
+            // than `cap_total` under it (it lowered its own spendable total before sending).
+            self.settle_unreported(req.node, epoch, req.cap_total);
         }
         if self.closed {
             return Err(LeaseDenied::PoolClosed);
