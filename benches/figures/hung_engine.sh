@@ -6,9 +6,17 @@
 # gateway filtered sim-1. Cases: non-streaming and streaming; then the same two against SMG
 # (`smg launch`, cache_aware) when SMG_BIN is set or `smg` is on PATH. Writes hung_engine.md.
 #
+# FAULT=kill runs the same scenario with `kill -9` of sim-1 instead of the hang and writes
+# kill_worker_smg.md (client errors among requests sent >= 1 s after the kill).
+#
 # Bounded: 4 cases x (DURATION + up to TIMEOUT to drain), about 6 minutes with defaults.
 source "$(dirname "$0")/lib.sh"
-fig_init hung_engine
+FAULT="${FAULT:-engine_hang}"
+case "$FAULT" in
+engine_hang) fig_init hung_engine ;;
+kill) fig_init kill_worker_smg ;;
+*) echo "FAULT must be engine_hang or kill" >&2; exit 2 ;;
+esac
 
 RATE="${RATE:-40}"
 DURATION="${DURATION:-30}"
@@ -17,7 +25,7 @@ TIMEOUT="${TIMEOUT:-60}"
 SEED="${SEED:-13}"
 MAX_TOKENS="${MAX_TOKENS:-32}"
 VICTIM=sim-1
-BASE="${FIG_PORT_BASE:-21000}"
+BASE="${FIG_PORT_BASE:-22000}"
 GW_PORT=$BASE
 SMG_PORT=$((BASE + 10))
 SMG_METRICS_PORT=$((BASE + 11))
@@ -28,12 +36,14 @@ require_ports "$GW_PORT" "$SMG_PORT" "$SMG_METRICS_PORT" "${SIM_PORTS[@]}"
 meta rate "$RATE"
 meta duration "$DURATION"
 meta hang_at "$HANG_AT"
+meta fault "$FAULT"
 meta timeout "$TIMEOUT"
 meta seed "$SEED"
 meta victim "$VICTIM"
 meta bin_dir "$BIN_DIR"
 
-# Shipped defaults: first-byte deadline (floor 1 s, cap 30 s, 3x the worker's figures),
+# Shipped defaults: first-byte deadline (floor 1 s, cap 30 s, 3x the worker's figures or the
+# cold ones),
 # hung detection after 1.5 s of silence, prober 2 s x 3 successes.
 CONFIG="$FIG_DATA/gateway.toml"
 cat >"$CONFIG" <<'TOML'
@@ -45,6 +55,9 @@ stream_idle_timeout_ms = 30000
 floor_ms = 1000
 cap_ms = 30000
 factor = 3.0
+cold_ttft_ms = 2000
+cold_tpot_ms = 50
+cold_prefill_tokens_per_second = 2000
 
 [health.hung]
 active = true
@@ -115,8 +128,13 @@ run_case() {
     sleep "$HANG_AT"
     local hang_ms
     hang_ms="$(now_ms)"
-    sim_fault "${SIM_PORTS[1]}" '{"mode":"engine_hang"}'
-    log_cmd curl -X POST "http://127.0.0.1:${SIM_PORTS[1]}/admin/fault" -d '{"mode":"engine_hang"}'
+    if [[ "$FAULT" == kill ]]; then
+        kill -9 "${FLEET_PIDS[1]}"
+        log_cmd kill -9 "<pid of $VICTIM>"
+    else
+        sim_fault "${SIM_PORTS[1]}" '{"mode":"engine_hang"}'
+        log_cmd curl -X POST "http://127.0.0.1:${SIM_PORTS[1]}/admin/fault" -d '{"mode":"engine_hang"}'
+    fi
     wait_load
     local summary="-"
     if [[ -n "$poller" ]]; then

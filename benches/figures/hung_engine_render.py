@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Markdown page of hung_engine.sh: per gateway and mode, requests never answered within the
-client timeout, the slowest answer, and the time until the hung worker was filtered.
+client timeout, client errors among requests sent at least 1 s after the fault, the slowest
+answer, and the time until the faulty worker was filtered (engine hang or kill -9).
 Usage: hung_engine_render.py META_TSV OUT_MD."""
 
 import json
@@ -10,7 +11,7 @@ sys.dont_write_bytecode = True
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from figlib import load_report, one, read_meta, table  # noqa: E402
+from figlib import event_second, load_report, one, read_meta, table  # noqa: E402
 from figrender import config_blocks, dedup_commands, header  # noqa: E402
 
 
@@ -24,6 +25,16 @@ def time_to_filter(summary_path, hang_ms):
     return "never"
 
 
+def errors_from(report, since_s):
+    """Failed requests among those sent in whole seconds starting at least `since_s` into
+    the run (timeline buckets are by send time)."""
+    return sum(
+        sum(second["errors"].values()) + second.get("unfinished", 0)
+        for second in report.get("timeline") or []
+        if second["second"] >= since_s
+    )
+
+
 def render(meta):
     rows = []
     for value in meta.get("case", []):
@@ -33,6 +44,7 @@ def render(meta):
         unanswered = errors.get("timeout", 0) + errors.get("stream_incomplete", 0)
         other = {k: v for k, v in errors.items() if k not in ("timeout", "stream_incomplete")}
         slowest = report["e2e"].get("max")
+        late_errors = errors_from(report, event_second(report, hang_ms) + 1.0)
         rows.append([
             gateway,
             mode.replace("_", "-"),
@@ -40,20 +52,30 @@ def render(meta):
             str(report["ok"]),
             str(unanswered),
             ", ".join(f"{k} {v}" for k, v in sorted(other.items())) or "0",
+            str(late_errors),
             f"{slowest:.2f} s" if slowest is not None else "-",
             f"{report['e2e']['p99']:.2f} s" if report["e2e"].get("p99") is not None else "-",
             time_to_filter(summary, int(hang_ms)),
             load,
         ])
+    killed = one(meta, "fault", "engine_hang") == "kill"
+    fault = (
+        f"{one(meta, 'victim')} is killed with `kill -9` (no goodbye to any connection)"
+        if killed else
+        f"{one(meta, 'victim')}'s engine hangs while its "
+        "`/health` keeps answering 200 (sim fault `engine_hang`: requests are accepted and "
+        "never get a byte, requests already generating stop)"
+    )
     intro = (
         f"4 simulated workers, `uniform` workload at {one(meta, 'rate')} req/s for "
         f"{one(meta, 'duration')} s, client timeout {one(meta, 'timeout')} s; "
-        f"{one(meta, 'hang_at')} s in, {one(meta, 'victim')}'s engine hangs while its "
-        "`/health` keeps answering 200 (sim fault `engine_hang`: requests are accepted and "
-        "never get a byte, requests already generating stop). A poller reads "
-        "`GET /admin/workers` every 100 ms (the resolution of time-to-filter)."
+        f"{one(meta, 'hang_at')} s in, {fault}. A poller reads "
+        "`GET /admin/workers` every 100 ms (the resolution of time-to-filter). \"errors ≥ 1 s "
+        "after\" counts failed or unanswered requests sent in load-tool seconds that start at "
+        "least 1 s after the fault."
     )
-    lines = [header("Hung engine with /health 200", meta, intro)]
+    title = "kill -9 of a worker, side by side with SMG" if killed else "Hung engine with /health 200"
+    lines = [header(title, meta, intro)]
     commands = dedup_commands(meta)
     bin_dir = one(meta, "bin_dir", "")
     if bin_dir.rstrip("/").endswith("target/debug"):
@@ -65,7 +87,8 @@ def render(meta):
     lines += ["## Commands", "", commands, "", config_blocks(meta), ""]
     lines += ["## Results", ""]
     lines.append(table(
-        ["gateway", "mode", "sent", "ok", "unanswered", "other errors", "slowest answer",
+        ["gateway", "mode", "sent", "ok", "unanswered", "other errors", "errors ≥ 1 s after",
+         "slowest answer",
          "e2e p99", "time to filter", "load avg at end"],
         rows,
     ))

@@ -10,7 +10,7 @@ use crate::breaker::BreakerParams;
 use crate::breaker_gate::BreakerGate;
 use crate::config::ConfigCell;
 use crate::engine::{EngineKind, EngineLoad};
-use crate::latency::{LatencyFigures, ObservedLatency};
+use crate::latency::{LatencyFigures, ObservedLatency, PrefillRate};
 use crate::metrics::{WorkerMetrics, WorkerSeries};
 use crate::progress::Progress;
 use crate::spec::WorkerSpec;
@@ -38,6 +38,8 @@ pub struct WorkerHandle {
     pub(crate) config: Arc<ConfigCell>,
     pub(crate) breaker: BreakerGate,
     pub(crate) observed: ObservedLatency,
+    /// Time to first byte per prompt token on finished streams (first-byte deadlines).
+    pub(crate) prefill: PrefillRate,
     pub(crate) latency: ArcSwapOption<LatencyFigures>,
     pub(crate) series: WorkerSeries,
     /// Woken when the last in-flight request of a draining worker ends.
@@ -77,6 +79,7 @@ impl WorkerHandle {
             config: Arc::clone(&ctx.config),
             breaker: BreakerGate::new(breaker, Arc::clone(&ctx.clock)),
             observed: ObservedLatency::default(),
+            prefill: PrefillRate::default(),
             latency: ArcSwapOption::empty(),
             series: WorkerSeries::new(Arc::clone(&ctx.metrics), &spec.name),
             idle: Notify::new(),

@@ -109,6 +109,17 @@ impl WorkerHandle {
         self.observed.observe(ttft, tpot);
     }
 
+    /// A finished stream of `prompt_tokens` reached its first byte after `ttft`: teaches the
+    /// worker's prefill rate (long prompts only). Lock-free.
+    pub fn observe_prefill(&self, prompt_tokens: u64, ttft: Duration) {
+        self.prefill.observe(prompt_tokens, ttft);
+    }
+
+    /// Seconds to first byte per prompt token this worker has shown on long prompts.
+    pub fn prefill_seconds_per_token(&self) -> Option<f64> {
+        self.prefill.seconds_per_token()
+    }
+
     /// The collector's latest window, if it has produced one.
     pub fn latency(&self) -> Option<Arc<LatencyFigures>> {
         self.latency.load_full()

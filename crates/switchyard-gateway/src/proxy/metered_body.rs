@@ -131,14 +131,6 @@ impl MeteredBody {
             let now = Instant::now();
             self.first_frame_at = Some(now);
             if let Some(meter) = &self.meter {
-                if self.is_sse {
-                    meter
-                        ._worker_in_flight
-                        .worker()
-                        .record_outcome(CallOutcome::Success {
-                            ttfb: now.saturating_duration_since(meter.sent_at),
-                        });
-                }
                 meter
                     .metrics
                     .ttft
@@ -168,11 +160,6 @@ impl MeteredBody {
                 .upstream_errors
                 .with_label_values(&["stream_idle"])
                 .inc();
-            // Its first chunk already counted as a success; the stall is what it ended with.
-            meter
-                ._worker_in_flight
-                .worker()
-                .record_outcome(CallOutcome::Failure);
         }
         self.ended = true;
         self.finish(true);
@@ -183,24 +170,37 @@ impl MeteredBody {
         }
     }
 
-    /// Streams only: the breaker hears about the first byte (or its absence) and the
-    /// worker's latency window gets TTFT and TPOT as this gateway saw them.
+    /// Streams only: the breaker hears one verdict per call, when the stream ends — a
+    /// success (with its time to first byte) only if it finished, a failure if the worker
+    /// broke or stalled it, even after its first chunk — and the worker's latency window
+    /// gets TTFT and TPOT as this gateway saw them.
     fn report_stream(&self, meter: &ResponseMeter, failed: bool) {
         if !self.is_sse {
             return;
         }
         let worker = meter._worker_in_flight.worker();
-        match self.first_frame_at {
-            None if failed => worker.record_outcome(CallOutcome::Failure),
-            None => worker.record_outcome(CallOutcome::Abandoned),
-            Some(first) => {
-                let ttft = first.saturating_duration_since(meter.sent_at);
-                let tpot = self.usage.completion_tokens().filter(|n| *n >= 2).map(|n| {
-                    Instant::now().saturating_duration_since(first) / (n as u32 - 1).max(1)
-                });
-                worker.observe_latency(ttft, tpot);
-            }
+        let Some(first) = self.first_frame_at else {
+            worker.record_outcome(if failed {
+                CallOutcome::Failure
+            } else {
+                CallOutcome::Abandoned
+            });
+            return;
+        };
+        let ttft = first.saturating_duration_since(meter.sent_at);
+        if failed {
+            worker.record_outcome(CallOutcome::Failure);
+        } else {
+            worker.record_outcome(CallOutcome::Success { ttfb: ttft });
+            worker.observe_prefill(meter.prompt_tokens, ttft);
         }
+        // A stalled stream's last gap is the stall, not its pace.
+        let tpot = self
+            .usage
+            .completion_tokens()
+            .filter(|n| *n >= 2 && !failed)
+            .map(|n| Instant::now().saturating_duration_since(first) / (n as u32 - 1).max(1));
+        worker.observe_latency(ttft, tpot);
     }
 
     fn finish(&mut self, failed: bool) {
@@ -346,11 +346,15 @@ impl Drop for MeteredBody {
                     body: None,
                 });
             }
-            if self.is_sse && self.first_frame_at.is_none() {
-                meter
-                    ._worker_in_flight
-                    .worker()
-                    .record_outcome(CallOutcome::Abandoned);
+            if self.is_sse {
+                // The worker was answering when the client left: that says nothing against it.
+                let outcome = match self.first_frame_at {
+                    Some(first) => CallOutcome::Success {
+                        ttfb: first.saturating_duration_since(meter.sent_at),
+                    },
+                    None => CallOutcome::Abandoned,
+                };
+                meter._worker_in_flight.worker().record_outcome(outcome);
             }
             meter
                 .metrics

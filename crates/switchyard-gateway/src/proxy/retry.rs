@@ -93,12 +93,12 @@ pub(super) async fn send_with_retries(
         if let Ok(caller) = HeaderValue::from_str(&tags.caller) {
             tag_headers.push((headers::CALLER, caller));
         }
-        let latency = worker.latency();
-        let first_byte = config
-            .upstream
-            .first_byte
-            .deadline(latency.as_deref(), request);
-        let due = deadline::bytes_due(latency.as_deref(), request);
+        let pace = deadline::WorkerPace::of(&worker);
+        let first_byte_config = &config.upstream.first_byte;
+        let first_byte = first_byte_config
+            .deadline(&pace, request, prompt_tokens)
+            .unwrap_or_else(|| config.upstream.request_timeout());
+        let due = first_byte_config.bytes_due(&pace, request, prompt_tokens);
         let attempt = attempt::attempt(ctx, &worker, body.clone(), &tag_headers, first_byte, due);
         let failure = match attempt.await {
             Ok(mut response) => {

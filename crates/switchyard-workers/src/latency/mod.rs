@@ -3,10 +3,12 @@
 
 mod histogram;
 mod observed;
+mod prefill;
 mod prom_text;
 mod window;
 
 pub(crate) use observed::ObservedLatency;
+pub(crate) use prefill::PrefillRate;
 pub use window::{LatencyFigures, LatencySource};
 pub(crate) use window::{Reading, WindowTracker};
 

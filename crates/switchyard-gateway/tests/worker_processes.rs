@@ -1,0 +1,290 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! No request dies with a worker, every worker a separate process: one killed with SIGKILL
+//! under load, an engine that hangs while `/health` says 200, a stream stalled mid-way.
+
+mod common;
+mod sim_process;
+
+use common::*;
+use http::Method;
+use http_body_util::BodyExt;
+use serde_json::json;
+use sim_process::{SimProcess, spawn_sims};
+use std::time::Duration;
+use switchyard_gateway::Config;
+use tokio::time::Instant;
+
+/// The test that a re-executed child process runs as its worker.
+const ENTRY: &str = "worker_process_entry";
+
+/// Not a check: the body of a worker process when this binary is re-executed as one.
+#[tokio::test]
+async fn worker_process_entry() {
+    sim_process::serve_if_child().await;
+}
+
+fn config_for_processes(sims: &[SimProcess]) -> Config {
+    let mut config = Config::default();
+    config.server.port = 0;
+    config.routing.policy = "round_robin".into();
+    config.workers = sims.iter().map(SimProcess::spec).collect();
+    config
+}
+
+fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// One chat request with a client-side bound; `None` if no complete exchange in time.
+async fn answered(url: String, body: serde_json::Value, bound: Duration) -> Option<(u16, String)> {
+    let exchange = async {
+        let reply = send(
+            Method::POST,
+            &url,
+            &[("content-type", "application/json")],
+            body.to_string(),
+        )
+        .await;
+        (reply.status.as_u16(), reply.body)
+    };
+    tokio::time::timeout(bound, exchange).await.ok()
+}
+
+fn complete(stream: bool, status: u16, body: &str) -> bool {
+    status == 200
+        && if stream {
+            body.trim_end().ends_with("data: [DONE]") && !body.contains("\"error\"")
+        } else {
+            body.contains("\"usage\"")
+        }
+}
+
+async fn worker_state(base: &str, name: &str) -> String {
+    let all = admin_call(base, ADMIN_KEY, Method::GET, "/admin/workers", json!(null))
+        .await
+        .json();
+    all["workers"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == name))
+        .and_then(|w| w["state"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_worker_killed_with_sigkill_costs_no_request_arriving_a_second_later() {
+    // Real pace (5 ms a token, 64 tokens): the victim has requests in flight when it dies.
+    let mut sims = spawn_sims(3, 1.0, ENTRY).await;
+    // Shipped health, breaker and retry settings.
+    let gateway = switchyard_gateway::start(config_for_processes(&sims), Some(ADMIN_KEY.into()))
+        .await
+        .unwrap();
+    let base = gateway.base_url();
+    let url = format!("{base}/v1/chat/completions");
+    let mut request = chat("sim-llama", "tell me about the weather", false);
+    request["max_tokens"] = json!(64);
+
+    let started = Instant::now();
+    let kill_at = Duration::from_millis(1500);
+    let mut killed_at = None;
+    let mut requests = Vec::new();
+    // About 30 requests a second for 5 s, open loop.
+    let mut ticker = tokio::time::interval(Duration::from_millis(33));
+    while started.elapsed() < Duration::from_secs(5) {
+        ticker.tick().await;
+        if killed_at.is_none() && started.elapsed() >= kill_at {
+            sims[1].sigkill().await;
+            killed_at = Some(started.elapsed());
+        }
+        let sent = started.elapsed();
+        let task = tokio::spawn(answered(
+            url.clone(),
+            request.clone(),
+            Duration::from_secs(20),
+        ));
+        requests.push((sent, task));
+    }
+    let killed_at = killed_at.unwrap();
+
+    let mut late = 0;
+    let mut early_errors = Vec::new();
+    for (sent, task) in requests {
+        let outcome = task.await.unwrap();
+        let ok = outcome
+            .as_ref()
+            .is_some_and(|(status, body)| complete(false, *status, body));
+        if sent >= killed_at + Duration::from_secs(1) {
+            late += 1;
+            assert!(
+                ok,
+                "a request sent {:?} after the kill failed: {outcome:?}",
+                sent - killed_at
+            );
+        } else if !ok {
+            early_errors.push((sent, outcome));
+        }
+    }
+    assert!(late >= 50, "only {late} requests after the first second");
+    let text = metrics_text(&base).await;
+    let victim_answers: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("switchyard_requests_total{") && l.contains("worker=\"sim-1\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(victim_answers >= 5.0, "sim-1 served traffic before it died");
+    eprintln!(
+        "errors among requests sent before kill + 1 s: {}",
+        early_errors.len()
+    );
+}
+
+#[tokio::test]
+async fn an_engine_hang_in_a_worker_process_loses_no_request_and_is_filtered_within_2s() {
+    let sims = spawn_sims(3, 0.05, ENTRY).await;
+    let mut config = config_for_processes(&sims);
+    config.health.prober.interval_ms = 100;
+    config.health.prober.latency_bound_ms = 1000;
+    config.upstream.first_byte.floor_ms = 300;
+    config.upstream.first_byte.cap_ms = 1500;
+    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+        .await
+        .unwrap();
+    let base = gateway.base_url();
+    let url = format!("{base}/v1/chat/completions");
+    for _ in 0..6 {
+        let body = chat("sim-llama", "hello there", false);
+        let (status, text) = answered(url.clone(), body, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(complete(false, status, &text), "{status} {text}");
+    }
+
+    sims[0].set_fault(json!({"mode": "engine_hang"})).await;
+    let hung_at = Instant::now();
+    let mut requests = Vec::new();
+    for i in 0..24 {
+        let stream = i % 2 == 0;
+        let body = chat("sim-llama", "hello there", stream);
+        let task = tokio::spawn(answered(url.clone(), body, Duration::from_secs(10)));
+        requests.push((stream, task));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    let filtered = eventually(Duration::from_secs(2), || async {
+        worker_state(&base, "sim-0").await != "healthy"
+    })
+    .await;
+    let took = hung_at.elapsed();
+    assert!(
+        filtered,
+        "sim-0 still routable {took:?} after its engine hung"
+    );
+    for (i, (stream, task)) in requests.into_iter().enumerate() {
+        let (status, body) = task
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("request {i} got no answer within 10 s"));
+        assert!(
+            complete(stream, status, &body),
+            "request {i}: {status} {body}"
+        );
+    }
+    assert_eq!(worker_state(&base, "sim-0").await, "hung");
+}
+
+#[tokio::test]
+async fn a_stream_stalled_by_a_worker_process_ends_in_an_error_counted_once_and_charged_as_streamed()
+ {
+    const KEY: &str = "sk-stall-tenant-0001";
+    let sims = spawn_sims(1, 0.05, ENTRY).await;
+    let mut config = config_for_processes(&sims);
+    config.upstream.stream_idle_timeout_ms = 500;
+    config.admission = serde_json::from_value(json!({
+        "tenants": [{"api_key": KEY, "caller": "team-a", "tokens_per_day": 1_000_000}]
+    }))
+    .unwrap();
+    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+        .await
+        .unwrap();
+    let base = gateway.base_url();
+    sims[0]
+        .set_fault(json!({"mode": "stall", "after_chunks": 3}))
+        .await;
+    // A long answer is reserved (over 1000 tokens) and only three tokens ever stream.
+    let mut request = chat("sim-llama", "hello", true);
+    request["max_tokens"] = json!(1000);
+    let response = open(
+        Method::POST,
+        &format!("{base}/v1/chat/completions"),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &format!("Bearer {KEY}")),
+        ],
+        request.to_string(),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut text = String::new();
+    let mut last_chunk_at = Instant::now();
+    let mut error_after = None;
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { break };
+            if let Some(data) = frame.data_ref() {
+                let piece = String::from_utf8_lossy(data);
+                if piece.contains("\"error\"") {
+                    error_after = Some(last_chunk_at.elapsed());
+                } else {
+                    last_chunk_at = Instant::now();
+                }
+                text.push_str(&piece);
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the stream ends: {text}");
+    let error_after = error_after.unwrap_or_else(|| panic!("no error event: {text}"));
+    // Within idle_timeout (0.5 s) + 1 s of the last chunk.
+    assert!(
+        error_after < Duration::from_millis(1500),
+        "error {error_after:?} after the last chunk"
+    );
+    assert!(
+        !text.contains("[DONE]"),
+        "never a [DONE] after an error: {text}"
+    );
+    let tail = text.rsplit("\n\n").find(|e| !e.is_empty()).unwrap();
+    let error: serde_json::Value =
+        serde_json::from_str(tail.trim().strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "upstream_stream_stalled", "{text}");
+
+    let metrics = metrics_text(&base).await;
+    // One call, one verdict: a failure, not a success at the first chunk and then a failure.
+    let calls = |outcome: &str| {
+        metric_value(
+            &metrics,
+            &format!(
+                "switchyard_worker_breaker_calls_total{{outcome=\"{outcome}\",worker=\"sim-0\"}}"
+            ),
+        )
+    };
+    assert_eq!(
+        (calls("success"), calls("failure")),
+        (0.0, 1.0),
+        "{metrics}"
+    );
+    // The quota is charged what was streamed (prompt estimate + 3 chunks), not the
+    // 1000-token reservation.
+    let spent: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("switchyard_ledger_spend_tokens_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        (3.0..100.0).contains(&spent),
+        "charged {spent} tokens: {metrics}"
+    );
+}
