@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The OpenAI Python SDK's chat, completions and embeddings calls against a gateway.
 
-Usage: python3 benches/e2e/openai_sdk_check.py BASE_URL MODEL
+Usage: python3 benches/e2e/openai_sdk_check.py BASE_URL MODEL [CA_PEM]
+With CA_PEM (an https BASE_URL), the SDK trusts that CA (e.g. deploy/tls/make-local-ca.sh's).
 Exits 0 when every call answered as the SDK expects, 2 when the `openai` package is missing
 (the Rust test `openai_sdk` skips then), 1 on any failure.
 """
@@ -16,7 +17,12 @@ except ImportError:
 
 def main() -> int:
     base, model = sys.argv[1], sys.argv[2]
-    client = openai.OpenAI(base_url=base.rstrip("/") + "/v1", api_key="sk-unused", max_retries=0)
+    extra = {}
+    if len(sys.argv) > 3:
+        extra["http_client"] = openai.DefaultHttpxClient(verify=sys.argv[3])
+    client = openai.OpenAI(
+        base_url=base.rstrip("/") + "/v1", api_key="sk-unused", max_retries=0, **extra
+    )
 
     chat = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "hello there"}], max_tokens=8
@@ -54,7 +60,8 @@ def main() -> int:
     ), "base64 and float embeddings differ"
 
     print(
-        f"openai {openai.__version__}: chat, chat stream, completions, embeddings ok "
+        f"openai {openai.__version__}{' over TLS' if extra else ''}: "
+        f"chat, chat stream, completions, embeddings ok "
         f"(dims {len(default.data[0].embedding)})"
     )
     return 0

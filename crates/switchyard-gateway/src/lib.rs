@@ -5,6 +5,7 @@
 //! path, stage by stage), `metrics`, `server` (assembly and lifecycle), `demo` (embedded
 //! default with simulated workers).
 
+pub mod admin_keys;
 pub mod cluster;
 pub mod config;
 pub mod ctl;

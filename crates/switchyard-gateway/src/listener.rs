@@ -125,6 +125,42 @@ pub async fn serve(
     let _ = all_done.recv().await;
 }
 
+/// Binds `listener.metrics_addr` when set.
+pub async fn bind_metrics(
+    config: &ListenerConfig,
+) -> std::io::Result<Option<(TcpListener, std::net::SocketAddr)>> {
+    if config.metrics_addr.is_empty() {
+        return Ok(None);
+    }
+    let listener = TcpListener::bind(&config.metrics_addr).await?;
+    let addr = listener.local_addr()?;
+    Ok(Some((listener, addr)))
+}
+
+/// Serves the metrics routes on their own listener (plain HTTP, the same timeouts and
+/// connection cap as the client listener) until the task is aborted; answers its address.
+pub fn spawn_metrics(
+    (listener, addr): (TcpListener, std::net::SocketAddr),
+    app: Router,
+    config: &ListenerConfig,
+    metrics: ListenerMetrics,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let config = config.clone();
+    let task = tokio::spawn(async move {
+        serve(
+            listener,
+            app,
+            &config,
+            metrics,
+            None,
+            std::future::pending(),
+        )
+        .await;
+    });
+    tracing::info!(addr = %addr, "metrics listening");
+    (addr, task)
+}
+
 async fn serve_connection<I>(
     io: I,
     app: Router,

@@ -115,6 +115,10 @@ pub struct GatewayHandle {
     server: JoinHandle<()>,
     registry_task: JoinHandle<()>,
     watcher: Option<JoinHandle<()>>,
+    /// Re-reads changed TLS certificates and CAs.
+    tls_reloader: Option<JoinHandle<()>>,
+    /// The separate `/metrics` listener (`listener.metrics_addr`) and its address.
+    metrics_server: Option<(SocketAddr, JoinHandle<()>)>,
     admission_ticker: JoinHandle<()>,
     warmup_tasks: crate::warmup::WarmupTasks,
     ledger: Option<LedgerRuntime>,
@@ -130,6 +134,11 @@ impl GatewayHandle {
 
     pub fn base_url(&self) -> String {
         format!("{}://{}", self.scheme, self.addr)
+    }
+
+    /// Where `/metrics` is served when `listener.metrics_addr` gives it its own listener.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_server.as_ref().map(|(addr, _)| *addr)
     }
 
     pub fn state(&self) -> &Arc<AppState> {
@@ -149,6 +158,12 @@ impl GatewayHandle {
         }
         if let Some(watcher) = self.watcher.take() {
             watcher.abort();
+        }
+        if let Some(reloader) = self.tls_reloader.take() {
+            reloader.abort();
+        }
+        if let Some((_, metrics_server)) = self.metrics_server.take() {
+            metrics_server.abort();
         }
         self.admission_ticker.abort();
         if let Some(stop) = self.stop.take() {
@@ -231,8 +246,9 @@ pub async fn start_with(
             key,
         )?;
     }
-    let admin_keys = admin_keys(options.admin_key, &config);
+    let admin_keys = crate::admin_keys::AdminKeys::new(options.admin_key, &config.admin.keys);
     let metrics = Arc::new(Metrics::new()?);
+    let tls = crate::tls::TlsSet::from_config(&config.listener, &config.cluster, &config.upstream)?;
     let clock: Arc<dyn switchyard_core::Clock> = Arc::new(SystemClock);
     let mut ledger_runtime = if config.cluster.enabled {
         Some(
@@ -241,6 +257,7 @@ pub async fn start_with(
                 &config.admission,
                 metrics.registry(),
                 clock.clone(),
+                tls.peers.clone(),
             )
             .await?,
         )
@@ -266,7 +283,9 @@ pub async fn start_with(
         runtime.own(affinity::spawn_applier(node, Arc::clone(&policy)));
     }
     metrics.register_policy(policy.name(), policy.branches());
-    let client = build_http_client(&config.upstream.client_config());
+    let mut client_config = config.upstream.client_config();
+    client_config.tls = tls.upstream.clone();
+    let client = build_http_client(&client_config);
     let observer = Arc::new(MembershipObserver {
         policy: Arc::clone(&policy),
         metrics: Arc::clone(&metrics),
@@ -299,6 +318,12 @@ pub async fn start_with(
         addr: addr.clone(),
         source,
     })?;
+    let metrics_listener = crate::listener::bind_metrics(&config.listener)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: format!("listener.metrics_addr {}", config.listener.metrics_addr),
+            source,
+        })?;
     if admin_keys.is_empty() {
         info!("admin API disabled (no admin.api_key or admin.keys)");
     }
@@ -345,15 +370,13 @@ pub async fn start_with(
         warmup.follower,
     ];
     let listener_config = config.listener.clone();
-    let tls = listener_config
-        .tls_enabled()
-        .then(|| {
-            crate::tls::acceptor(
-                &listener_config.tls_cert_path,
-                &listener_config.tls_key_path,
-            )
-        })
-        .transpose()?;
+    let tls_reloader = crate::tls::spawn_for(
+        &tls,
+        Duration::from_millis(config.server.tls_reload_interval_ms),
+        metrics.registry(),
+    )
+    .map_err(crate::metrics::MetricsError::from)?;
+    let tls = tls.listener;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let listener_metrics = crate::listener::ListenerMetrics::new(stack.metrics.registry())
         .map_err(crate::metrics::MetricsError::from)?;
@@ -386,6 +409,14 @@ pub async fn start_with(
         Arc::clone(&lifecycle),
         crate::lifecycle::middleware::guard,
     ));
+    let metrics_server = metrics_listener.map(|listener| {
+        crate::listener::spawn_metrics(
+            listener,
+            crate::http::metrics_router(Arc::clone(&state)),
+            &listener_config,
+            listener_metrics.clone(),
+        )
+    });
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let stopped = async move {
@@ -410,29 +441,14 @@ pub async fn start_with(
         server,
         registry_task,
         watcher,
+        tls_reloader,
+        metrics_server,
         admission_ticker,
         warmup_tasks,
         ledger: ledger_runtime,
         lifecycle,
         discovery,
     })
-}
-
-/// `(principal, key)` pairs: the unnamed key acts as `admin`, named keys as their names.
-fn admin_keys(unnamed: Option<String>, config: &Config) -> Vec<(String, String)> {
-    let mut keys: Vec<(String, String)> = unnamed
-        .filter(|k| !k.is_empty())
-        .map(|k| ("admin".to_string(), k))
-        .into_iter()
-        .collect();
-    keys.extend(
-        config
-            .admin
-            .keys
-            .iter()
-            .map(|k| (k.name.clone(), k.key.expose().to_string())),
-    );
-    keys
 }
 
 /// Feeds the overload detector: the share of workers that cannot take traffic, once a

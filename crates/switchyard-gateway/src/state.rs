@@ -63,8 +63,8 @@ pub struct AppState {
     pub ledger: Arc<dyn QuotaLedger>,
     /// This replica's Raft node, when clustering is on.
     pub cluster: Option<Arc<LedgerNode>>,
-    /// `(principal, key)` pairs for `/admin/*`; empty disables the admin API.
-    pub admin_keys: Vec<(String, String)>,
+    /// Digests of the `/admin/*` keys with their principals; empty disables the admin API.
+    pub admin_keys: crate::admin_keys::AdminKeys,
     /// Warmup manager, degradation controller and view, response cache.
     pub warmup: WarmupRuntime,
     /// Request-body bytes held before admission, bounded by `listener.max_pending_body_bytes`.

@@ -210,3 +210,44 @@ async fn bodies_awaiting_admission_share_a_byte_budget() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn metrics_on_their_own_listener_are_not_served_on_the_client_port() {
+    let token = "metrics-token-0123456789";
+    let (gateway, _sims) = gateway(ListenerConfig {
+        metrics_addr: "127.0.0.1:0".into(),
+        metrics_token: token.into(),
+        ..ListenerConfig::default()
+    })
+    .await;
+    let base = gateway.base_url();
+    assert!(chat_ok(&base).await);
+    let client_port = send(http::Method::GET, &format!("{base}/metrics"), &[], "").await;
+    assert_eq!(client_port.status, 404, "{}", client_port.body);
+    let metrics = format!("http://{}/metrics", gateway.metrics_addr().unwrap());
+    let anonymous = send(http::Method::GET, &metrics, &[], "").await;
+    assert_eq!(anonymous.status, 401, "the token still guards it");
+    let bearer = format!("Bearer {token}");
+    let scraped = send(
+        http::Method::GET,
+        &metrics,
+        &[("authorization", &bearer)],
+        "",
+    )
+    .await;
+    assert_eq!(scraped.status, 200);
+    assert!(
+        scraped.body.contains("switchyard_requests_total"),
+        "{}",
+        &scraped.body[..200.min(scraped.body.len())]
+    );
+    let other = send(
+        http::Method::GET,
+        &format!("http://{}/v1/models", gateway.metrics_addr().unwrap()),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(other.status, 404, "only /metrics there");
+    gateway.shutdown().await;
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::codec::{decode, encode};
 use crate::command::{Command, CommandResponse, WriteRequest};
 use crate::error::{LedgerError, WireError};
-use crate::network::{FaultSwitch, HttpTransport};
+use crate::network::{FaultSwitch, HttpTransport, PeerTls};
 use crate::node::MembershipChange;
 use crate::node::core::RequestIds;
 use crate::node::reads::{ReadAnswer, ReadQuery};
@@ -35,6 +35,17 @@ fn random_origin() -> u64 {
 impl LedgerClient {
     /// `nodes` are raft addresses (`host:port`); `timeout` bounds one whole call.
     pub fn new(nodes: Vec<String>, secret: &str, timeout: Duration) -> Self {
+        Self::with_tls(nodes, secret, timeout, None)
+    }
+
+    /// Like [`LedgerClient::new`], over mutual TLS when `tls` is given (a group whose
+    /// replicas speak TLS answers nothing else).
+    pub fn with_tls(
+        nodes: Vec<String>,
+        secret: &str,
+        timeout: Duration,
+        tls: Option<&PeerTls>,
+    ) -> Self {
         Self {
             // Node id 0 is never a member: the fault switch of a node cannot single it out.
             transport: HttpTransport::new(
@@ -42,6 +53,7 @@ impl LedgerClient {
                 Arc::from(secret),
                 Arc::new(FaultSwitch::default()),
                 Duration::from_millis(300),
+                tls,
             ),
             nodes,
             timeout,

@@ -19,6 +19,9 @@ pub struct LedgerConfig {
     pub data_dir: PathBuf,
     /// Shared secret every ledger RPC must carry (prints as `<redacted>`).
     pub cluster_secret: switchyard_core::Secret,
+    /// Mutual TLS with the cluster CA on the Raft/ledger server and every call to a peer;
+    /// `None`: plain HTTP (a private network only).
+    pub tls: Option<crate::network::PeerTls>,
     /// Name of the group this node belongs to; the data dir is bound to it (and to
     /// `node_id`) on first start and refused under another one.
     pub cluster_id: String,
@@ -136,6 +139,7 @@ impl LedgerConfig {
             advertise_addr: None,
             data_dir: data_dir.into(),
             cluster_secret: switchyard_core::Secret::default(),
+            tls: None,
             cluster_id: DEFAULT_CLUSTER_ID.into(),
             raft: RaftTimings::default(),
             lease: LeaseConfig::default(),

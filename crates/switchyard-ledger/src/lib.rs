@@ -49,7 +49,7 @@ pub use command::{BudgetSpec, Command, CommandResponse, NodeId, PoolId};
 pub use config::{LeaseConfig, LedgerConfig, RaftTimings};
 pub use error::LedgerError;
 pub use lease::{LeaseSnapshot, LeaseTable, PENDING_REASON, UNREACHABLE_REASON};
-pub use network::FaultSwitch;
+pub use network::{FaultSwitch, PeerTls};
 pub use node::reads::{BudgetStatus, ReadAnswer, ReadQuery};
 pub use node::{ClusterStatus, LedgerNode, MAX_VOTERS, MembershipChange};
 pub use quota::LedgerQuota;

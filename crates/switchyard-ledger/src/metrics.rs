@@ -36,6 +36,7 @@ pub struct LedgerMetrics {
     pub journal_reclaims: IntCounter,
     pub applied_reclaimed_tokens: IntGauge,
     pub reserve_seconds: Histogram,
+    pub peer_tls_refusals: IntCounter,
 }
 
 pub const ROLES: [&str; 4] = ["leader", "follower", "candidate", "learner"];
@@ -227,6 +228,11 @@ impl LedgerMetrics {
                 "switchyard_ledger_applied_reclaimed_tokens",
                 "Tokens of expired, fenced or orphaned leases given back to their pools once the holder reported (replicated count)",
             )?,
+            peer_tls_refusals: IntCounter::new(
+                "switchyard_ledger_peer_tls_refusals_total",
+                "Connections to the Raft/ledger port refused because the TLS handshake failed \
+                 (no certificate of the cluster CA, or too slow)",
+            )?,
         };
         registry.register(Box::new(metrics.raft_role.clone()))?;
         registry.register(Box::new(metrics.raft_term.clone()))?;
@@ -257,6 +263,7 @@ impl LedgerMetrics {
         registry.register(Box::new(metrics.journal_reclaims.clone()))?;
         registry.register(Box::new(metrics.applied_reclaimed_tokens.clone()))?;
         registry.register(Box::new(metrics.reserve_seconds.clone()))?;
+        registry.register(Box::new(metrics.peer_tls_refusals.clone()))?;
         Ok(metrics)
     }
 

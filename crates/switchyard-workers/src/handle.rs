@@ -25,6 +25,8 @@ pub struct WorkerHandle {
     id: WorkerId,
     name: Arc<str>,
     base_url: String,
+    /// `http`, or `https` for a worker behind TLS.
+    scheme: Scheme,
     authority: Authority,
     health_path: Option<String>,
     engine: Option<EngineKind>,
@@ -63,11 +65,13 @@ impl WorkerHandle {
     pub(crate) fn new(id: WorkerId, spec: &WorkerSpec, ctx: &HandleContext) -> Option<Self> {
         let uri: Uri = spec.base_url().parse().ok()?;
         let authority = uri.authority()?.clone();
+        let scheme = uri.scheme()?.clone();
         let breaker = BreakerParams::from_config(&ctx.config.load().breaker);
         Some(Self {
             id,
             name: Arc::from(spec.name.as_str()),
             base_url: spec.base_url().to_string(),
+            scheme,
             authority,
             health_path: spec.health_path.clone(),
             engine: spec.engine,
@@ -141,7 +145,7 @@ impl WorkerHandle {
     /// The upstream URI for `path` (which must start with `/`).
     pub fn uri_for(&self, path: &str) -> Result<Uri, http::Error> {
         Uri::builder()
-            .scheme(Scheme::HTTP)
+            .scheme(self.scheme.clone())
             .authority(self.authority.clone())
             .path_and_query(PathAndQuery::try_from(path)?)
             .build()

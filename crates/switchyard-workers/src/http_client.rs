@@ -1,19 +1,25 @@
 use bytes::Bytes;
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// The pooled keep-alive HTTP/1.1 client used for every call to a worker.
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+/// The pooled keep-alive HTTP/1.1 client used for every call to a worker: `http://`, and
+/// `https://` verified with [`HttpClientConfig::tls`].
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 #[derive(Clone, Debug)]
 pub struct HttpClientConfig {
     pub connect_timeout: Duration,
     pub pool_idle_timeout: Duration,
     pub pool_max_idle_per_host: usize,
+    /// How `https://` workers are verified (trust anchors, optionally a client certificate).
+    /// `None`: no anchors at all, so every `https://` call fails its handshake.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for HttpClientConfig {
@@ -22,6 +28,7 @@ impl Default for HttpClientConfig {
             connect_timeout: Duration::from_secs(2),
             pool_idle_timeout: Duration::from_secs(90),
             pool_max_idle_per_host: 256,
+            tls: None,
         }
     }
 }
@@ -30,12 +37,36 @@ pub fn build_http_client(config: &HttpClientConfig) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(config.connect_timeout));
     connector.set_nodelay(true);
-    connector.enforce_http(true);
+    connector.enforce_http(false);
+    let tls = match &config.tls {
+        Some(tls) => (**tls).clone(),
+        None => trust_nothing(),
+    };
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(config.pool_idle_timeout)
         .pool_max_idle_per_host(config.pool_max_idle_per_host)
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .build(connector)
+}
+
+/// A TLS client config with no trust anchors: an `https://` worker without a configured CA
+/// is never trusted (the gateway's config refuses such a worker before this is reached).
+fn trust_nothing() -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // ring supports the safe default versions, so this cannot fail; the fallback (the same
+    // versions with the crate's built-in provider) only keeps an error path out of here.
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap_or_else(|_| {
+            rustls::ClientConfig::builder_with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        })
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -140,4 +171,64 @@ pub(crate) fn get_request(uri: Uri) -> Result<Request<Full<Bytes>>, FetchError> 
         .uri(uri)
         .body(Full::new(Bytes::new()))
         .map_err(|e| FetchError::Transport(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A peer that answers every request with a 200 whose body is `size` bytes (announced
+    /// up front, then streamed), counting what it managed to send.
+    async fn oversized_peer(size: usize) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = [0u8; 4096];
+                    let _ = socket.read(&mut head).await;
+                    let start = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {size}\r\n\r\n"
+                    );
+                    if socket.write_all(start.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let chunk = vec![b' '; 64 * 1024];
+                    let mut sent = 0;
+                    while sent < size {
+                        if socket.write_all(&chunk).await.is_err() {
+                            return;
+                        }
+                        sent += chunk.len();
+                    }
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn a_discovery_answer_past_its_bound_is_refused() {
+        let base = oversized_peer(64 * MAX_JSON_BODY_BYTES).await;
+        let client = build_http_client(&HttpClientConfig::default());
+        let uri: Uri = format!("{base}/v1/models").parse().unwrap();
+        let outcome = get_json(&client, uri, Duration::from_secs(10)).await;
+        assert!(
+            matches!(outcome, Err(GetJsonError::Transport(_))),
+            "refused at the bound, not read whole: {outcome:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_health_or_metrics_answer_past_its_bound_is_refused() {
+        let base = oversized_peer(8 * 1024 * 1024).await;
+        let client = build_http_client(&HttpClientConfig::default());
+        let request = get_request(format!("{base}/metrics").parse().unwrap()).unwrap();
+        let outcome = fetch(&client, request, Duration::from_secs(10), 256 * 1024).await;
+        assert!(
+            matches!(outcome, Err(FetchError::TooLarge(262_144))),
+            "{outcome:?}"
+        );
+    }
 }

@@ -25,7 +25,7 @@ pub struct WorkerSpec {
 pub enum SpecError {
     #[error("worker url `{0}` is not a valid http URL (expected http://host:port)")]
     BadUrl(String),
-    #[error("worker url `{0}` must use http:// (TLS to workers is not supported)")]
+    #[error("worker url `{0}` must use http:// or https://")]
     NotHttp(String),
     #[error("worker name must be 1-64 characters of [A-Za-z0-9._:-], got `{0}`")]
     BadName(String),
@@ -82,7 +82,7 @@ fn authority_of(url: &str) -> Result<String, SpecError> {
         .parse()
         .map_err(|_| SpecError::BadUrl(url.to_string()))?;
     match uri.scheme_str() {
-        Some("http") => {}
+        Some("http" | "https") => {}
         Some(_) => return Err(SpecError::NotHttp(url.to_string())),
         None => return Err(SpecError::BadUrl(url.to_string())),
     }
@@ -116,9 +116,10 @@ mod tests {
             Err(SpecError::BadUrl(_))
         ));
         assert!(matches!(
-            WorkerSpec::parse_flag("https://x:1"),
+            WorkerSpec::parse_flag("ftp://x:1"),
             Err(SpecError::NotHttp(_))
         ));
+        assert!(WorkerSpec::parse_flag("https://x:1").is_ok());
         assert!(matches!(
             WorkerSpec::parse_flag("bad name=http://x:1"),
             Err(SpecError::BadName(_))

@@ -34,6 +34,14 @@ pub struct ClusterConfig {
     /// the group holds another value, so once every replica has restarted with a new value,
     /// whichever leads sets it for the fleet.
     pub audit_retention_entries: u64,
+    /// Mutual TLS between replicas: the cluster CA bundle (PEM) every replica's certificate
+    /// must chain to, and this replica's certificate chain and key. All three or none; when
+    /// set, the Raft/ledger port speaks only TLS and refuses a peer without a certificate of
+    /// the cluster CA. The certificate must name the address peers dial (`advertise_addr`,
+    /// `members[].addr`, `join`) and allow both server and client authentication.
+    pub tls_ca_path: String,
+    pub tls_cert_path: String,
+    pub tls_key_path: String,
 }
 
 /// Shortest accepted cluster secret or admin key: anyone holding the cluster secret can write
@@ -60,6 +68,9 @@ impl Default for ClusterConfig {
             members: Vec::new(),
             join: String::new(),
             audit_retention_entries: DEFAULT_AUDIT_RETENTION,
+            tls_ca_path: String::new(),
+            tls_cert_path: String::new(),
+            tls_key_path: String::new(),
         }
     }
 }
@@ -75,6 +86,19 @@ impl ClusterConfig {
         }
         if !self.enabled {
             return Ok(());
+        }
+        let tls = [
+            ("cluster.tls_ca_path", &self.tls_ca_path),
+            ("cluster.tls_cert_path", &self.tls_cert_path),
+            ("cluster.tls_key_path", &self.tls_key_path),
+        ];
+        if tls.iter().any(|(_, path)| !path.is_empty())
+            && let Some((field, _)) = tls.iter().find(|(_, path)| path.is_empty())
+        {
+            return Err((
+                (*field).into(),
+                "set tls_ca_path, tls_cert_path and tls_key_path together, or none".into(),
+            ));
         }
         if !self.secret.is_empty() && self.secret.len() < MIN_SECRET_LEN {
             return Err((
@@ -127,6 +151,11 @@ impl ClusterConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Whether replicas speak mutual TLS with the cluster CA.
+    pub fn tls_enabled(&self) -> bool {
+        self.enabled && !self.tls_cert_path.is_empty()
     }
 
     /// Whether this node talks to others (and so needs a shared secret).

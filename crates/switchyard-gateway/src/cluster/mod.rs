@@ -13,7 +13,7 @@ use switchyard_admission::{AdmissionConfig, GatesConfig, ScopeLimits};
 use switchyard_core::{Clock, QuotaScope};
 use switchyard_ledger::{
     BudgetSpec, Command, CommandResponse, LedgerClient, LedgerConfig, LedgerNode, MembershipChange,
-    ReadAnswer, ReadQuery,
+    PeerTls, ReadAnswer, ReadQuery,
 };
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -44,11 +44,14 @@ const DAY_MS: u64 = 24 * 3600 * 1000;
 const MONTH_MS: u64 = 30 * DAY_MS;
 
 impl LedgerRuntime {
+    /// `tls`: mutual TLS with the cluster CA (from `cluster.tls_*`) on the Raft port and
+    /// every call to a peer, the join included.
     pub async fn start(
         config: &ClusterConfig,
         admission: &AdmissionConfig,
         registry: &prometheus::Registry,
         clock: Arc<dyn Clock>,
+        tls: Option<PeerTls>,
     ) -> Result<Self, ClusterError> {
         let from_env = std::env::var("SWITCHYARD_CLUSTER_SECRET")
             .ok()
@@ -81,6 +84,7 @@ impl LedgerRuntime {
         let mut ledger_config = LedgerConfig::new(config.node_id, &config.raft_addr, data_dir);
         ledger_config.cluster_secret = secret.clone().into();
         ledger_config.cluster_id = config.cluster_id.clone();
+        ledger_config.tls = tls.clone();
         if !config.advertise_addr.is_empty() {
             ledger_config.advertise_addr = Some(config.advertise_addr.clone());
         }
@@ -115,12 +119,12 @@ impl LedgerRuntime {
             // Peers may not be up yet: never hold start-up hostage to the group forming.
             let (node, config, admission) = (Arc::clone(&node), config.clone(), admission.clone());
             tasks.push(tokio::spawn(async move {
-                bootstrap(&node, &config, &secret, &admission).await;
+                bootstrap(&node, &config, &secret, tls.as_ref(), &admission).await;
             }));
         } else {
             // A single node is its own quorum: be ready (budgets seeded, leases held) before
             // the first request, so it is never refused as `quota_lease_pending`.
-            let scopes = bootstrap(&node, config, &secret, admission).await;
+            let scopes = bootstrap(&node, config, &secret, None, admission).await;
             align_audit_retention(&node, config.audit_retention_entries).await;
             wait_for_leases(&node, &scopes, Duration::from_secs(5)).await;
         }
@@ -178,10 +182,11 @@ async fn bootstrap(
     node: &LedgerNode,
     config: &ClusterConfig,
     secret: &str,
+    tls: Option<&PeerTls>,
     admission: &AdmissionConfig,
 ) -> Vec<QuotaScope> {
     let joined = if !config.join.is_empty() {
-        join(node, config, secret).await
+        join(node, config, secret, tls).await
     } else if config.members.is_empty() {
         node.initialize_single().await.map_err(|e| e.to_string())
     } else if config.members.iter().map(|m| m.id).min() == Some(config.node_id) {
@@ -222,8 +227,18 @@ async fn wait_for_leases(node: &LedgerNode, scopes: &[QuotaScope], within: Durat
     warn!("not every budgeted scope holds a lease yet; early requests may be refused");
 }
 
-async fn join(node: &LedgerNode, config: &ClusterConfig, secret: &str) -> Result<(), String> {
-    let client = LedgerClient::new(vec![config.join.clone()], secret, Duration::from_secs(5));
+async fn join(
+    node: &LedgerNode,
+    config: &ClusterConfig,
+    secret: &str,
+    tls: Option<&PeerTls>,
+) -> Result<(), String> {
+    let client = LedgerClient::with_tls(
+        vec![config.join.clone()],
+        secret,
+        Duration::from_secs(5),
+        tls,
+    );
     let addr = node.raft_addr().to_string();
     let id = config.node_id;
     let mut delay = Duration::from_millis(200);

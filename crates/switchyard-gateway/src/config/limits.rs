@@ -42,6 +42,10 @@ pub struct ListenerConfig {
     /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (it names tenants).
     /// At least 16 characters. Never serialised out.
     pub metrics_token: Secret,
+    /// `ip:port` of a separate plain-HTTP listener serving only `/metrics` (keep it on a
+    /// private interface); the client listener then answers 404 there. Empty: `/metrics` on
+    /// the client listener.
+    pub metrics_addr: String,
     /// PEM certificate chain and private key: when both are set the listener speaks only
     /// TLS (rustls). Empty: plain HTTP.
     pub tls_cert_path: String,
@@ -56,6 +60,7 @@ impl Default for ListenerConfig {
             max_connections: 4096,
             max_pending_body_bytes: 256 * 1024 * 1024,
             metrics_token: Secret::default(),
+            metrics_addr: String::new(),
             tls_cert_path: String::new(),
             tls_key_path: String::new(),
         }
@@ -105,6 +110,17 @@ pub(super) fn validate(
         return Err(ConfigError::invalid(
             "listener.tls_key_path",
             "set both tls_cert_path and tls_key_path, or neither",
+        ));
+    }
+    if !listener.metrics_addr.is_empty()
+        && listener
+            .metrics_addr
+            .parse::<std::net::SocketAddr>()
+            .is_err()
+    {
+        return Err(ConfigError::invalid(
+            "listener.metrics_addr",
+            format!("`{}` is not an ip:port address", listener.metrics_addr),
         ));
     }
     if !listener.metrics_token.is_empty() {

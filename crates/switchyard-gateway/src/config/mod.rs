@@ -68,6 +68,9 @@ pub struct ServerConfig {
     pub shutdown_handover_ms: u64,
     /// How often the config file is checked for changes (0 disables watching).
     pub config_watch_interval_ms: u64,
+    /// How often TLS certificate, key and CA files are checked for changes and reloaded in
+    /// place (0 disables reloading).
+    pub tls_reload_interval_ms: u64,
     /// JSON-lines file that every config change (and refused attempt) is appended to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_log_path: Option<String>,
@@ -83,6 +86,7 @@ impl Default for ServerConfig {
             shutdown_accept_ms: 2_000,
             shutdown_handover_ms: 3_000,
             config_watch_interval_ms: 2_000,
+            tls_reload_interval_ms: 10_000,
             audit_log_path: None,
         }
     }
@@ -103,6 +107,9 @@ pub struct UpstreamConfig {
     pub first_byte: FirstByteConfig,
     /// A stream with no chunk for this long ends with an error event.
     pub stream_idle_timeout_ms: u64,
+    /// PEM CA bundle that `https://` workers' certificates are verified against (name and
+    /// chain). Empty: only `http://` workers are accepted.
+    pub tls_ca_path: String,
 }
 
 impl Default for UpstreamConfig {
@@ -114,6 +121,7 @@ impl Default for UpstreamConfig {
             pool_max_idle_per_host: 256,
             first_byte: FirstByteConfig::default(),
             stream_idle_timeout_ms: 30_000,
+            tls_ca_path: String::new(),
         }
     }
 }
@@ -124,6 +132,8 @@ impl UpstreamConfig {
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             pool_idle_timeout: Duration::from_millis(self.pool_idle_timeout_ms),
             pool_max_idle_per_host: self.pool_max_idle_per_host,
+            // Set by the gateway from `tls_ca_path` (read once, reloaded in place).
+            tls: None,
         }
     }
 

@@ -97,6 +97,12 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
                 format!("duplicate worker name `{}`", worker.name),
             ));
         }
+        if worker.url.starts_with("https://") && config.upstream.tls_ca_path.is_empty() {
+            return Err(ConfigError::invalid(
+                format!("workers[{i}].url"),
+                "an https:// worker needs upstream.tls_ca_path (the CA its certificate chains to)",
+            ));
+        }
     }
     Ok(())
 }

@@ -93,24 +93,9 @@ pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Prin
             "the admin API needs `Authorization: Bearer <admin key>`",
         ));
     };
-    // Compare against every key so the time taken does not say which one nearly matched.
-    let mut matched = None;
-    for (name, expected) in &state.admin_keys {
-        if constant_time_eq(key.as_bytes(), expected.as_bytes()) {
-            matched = Some((name.clone(), expected));
-        }
-    }
-    let Some((name, expected)) = matched else {
+    let Some((name, role)) = state.admin_keys.holder(key) else {
         return Err(ApiError::unauthorized("the admin API key is not valid"));
     };
-    // `admin` is restart-only, so the live config still names the keys the server started with.
-    let role = state
-        .config()
-        .admin
-        .keys
-        .iter()
-        .find(|k| k.key.expose() == expected.as_str())
-        .map_or(AdminRole::Admin, |k| k.role);
     Ok(Principal { name, role })
 }
 

@@ -14,8 +14,11 @@ use axum::routing::{delete, get, post, put};
 use crate::error::ApiError;
 use crate::state::SharedState;
 
+/// The client-facing routes. `/metrics` is among them unless `listener.metrics_addr` moves
+/// it to its own listener ([`metrics_router`]).
 pub fn router(state: SharedState) -> Router {
-    Router::new()
+    let own_metrics_listener = !state.config().listener.metrics_addr.is_empty();
+    let router = Router::new()
         .route("/v1/chat/completions", post(inference::chat_completions))
         .route("/v1/completions", post(inference::completions))
         .route("/v1/models", get(ops::models))
@@ -34,7 +37,6 @@ pub fn router(state: SharedState) -> Router {
         )
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
-        .route("/metrics", get(ops::metrics))
         .route(
             "/admin/workers",
             get(admin::list_workers).post(admin::add_worker),
@@ -76,7 +78,20 @@ pub fn router(state: SharedState) -> Router {
         .route("/admin/ledger/local", get(chaos::local_state))
         .route("/admin/ledger/spend-report", post(chaos::spend_report))
         .route("/admin/ledger/affinity", post(chaos::record_affinity))
-        .route("/admin/chaos/clock", put(chaos::skew_clock))
+        .route("/admin/chaos/clock", put(chaos::skew_clock));
+    let router = if own_metrics_listener {
+        router
+    } else {
+        router.route("/metrics", get(ops::metrics))
+    };
+    router.fallback(not_found).with_state(state)
+}
+
+/// The routes of the separate metrics listener: `/metrics` (behind `listener.metrics_token`
+/// when set) and nothing else.
+pub fn metrics_router(state: SharedState) -> Router {
+    Router::new()
+        .route("/metrics", get(ops::metrics))
         .fallback(not_found)
         .with_state(state)
 }

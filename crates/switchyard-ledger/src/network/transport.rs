@@ -1,20 +1,22 @@
 //! Pooled HTTP/1 client for node-to-node calls: bincode bodies, the cluster secret, the
-//! sender's id, and a hard timeout on every call.
+//! sender's id, and a hard timeout on every call; over mutual TLS when the node has
+//! [`PeerTls`] (then only `https://` is spoken).
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{FROM_HEADER, FaultSwitch, SECRET_HEADER};
+use super::{FROM_HEADER, FaultSwitch, PeerTls, SECRET_HEADER};
 use crate::command::NodeId;
 
 /// Largest answer read from a peer (snapshots travel in chunks well below it).
-const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -31,7 +33,7 @@ pub enum TransportError {
 }
 
 pub struct HttpTransport {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: PeerClient,
     secret: Arc<str>,
     node_id: NodeId,
     faults: Arc<FaultSwitch>,
@@ -43,13 +45,28 @@ impl HttpTransport {
         secret: Arc<str>,
         faults: Arc<FaultSwitch>,
         connect_timeout: Duration,
+        tls: Option<&PeerTls>,
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder.pool_idle_timeout(Duration::from_secs(30));
+        let client = match tls {
+            Some(tls) => {
+                connector.enforce_http(false);
+                PeerClient::Tls(
+                    builder.build(
+                        HttpsConnectorBuilder::new()
+                            .with_tls_config((*tls.client).clone())
+                            .https_only()
+                            .enable_http1()
+                            .wrap_connector(connector),
+                    ),
+                )
+            }
+            None => PeerClient::Plain(builder.build(connector)),
+        };
         Self {
             client,
             secret,
@@ -58,7 +75,7 @@ impl HttpTransport {
         }
     }
 
-    /// POSTs `body` to `http://{addr}{path}` and returns the answer's bytes.
+    /// POSTs `body` to `http(s)://{addr}{path}` and returns the answer's bytes.
     pub async fn post(
         &self,
         peer: Option<NodeId>,
@@ -72,7 +89,7 @@ impl HttpTransport {
         }
         let request = Request::builder()
             .method(Method::POST)
-            .uri(format!("http://{addr}{path}"))
+            .uri(format!("{}://{addr}{path}", self.client.scheme()))
             .header(http::header::CONTENT_TYPE, "application/octet-stream")
             .header(SECRET_HEADER, &*self.secret)
             .header(FROM_HEADER, self.node_id.to_string())
@@ -109,5 +126,30 @@ impl HttpTransport {
         tokio::time::timeout(timeout, call)
             .await
             .map_err(|_| TransportError::Timeout(timeout))?
+    }
+}
+
+/// The pooled client: plain, or speaking only mutual TLS.
+enum PeerClient {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+}
+
+impl PeerClient {
+    fn scheme(&self) -> &'static str {
+        match self {
+            Self::Plain(_) => "http",
+            Self::Tls(_) => "https",
+        }
+    }
+
+    async fn request(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        match self {
+            Self::Plain(client) => client.request(request).await,
+            Self::Tls(client) => client.request(request).await,
+        }
     }
 }

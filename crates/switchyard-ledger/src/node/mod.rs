@@ -31,6 +31,7 @@ use crate::journal::{SpendJournal, reclaim};
 use crate::lease::LeaseTable;
 use crate::lease::keeper::LeaseKeeper;
 use crate::metrics::LedgerMetrics;
+use crate::network::tls_listener::TlsListener;
 use crate::network::{FaultSwitch, HttpTransport, NetworkFactory, SNAPSHOT_CHUNK_BYTES, server};
 use crate::quota::LedgerQuota;
 use crate::raft_types::LedgerRaft;
@@ -112,6 +113,7 @@ impl LedgerNode {
             Arc::from(config.cluster_secret.expose()),
             faults.clone(),
             config.rpc_timeout,
+            config.tls.as_ref(),
         ));
         let raft_config = Config {
             cluster_name: config.cluster_id.clone(),
@@ -157,17 +159,37 @@ impl LedgerNode {
 
         let mut server_shutdown = shutdown_rx.clone();
         let app = server::router(core.clone());
-        let server_task = tokio::spawn(async move {
-            let stop = async move {
-                let _ = server_shutdown.changed().await;
-            };
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await
-            {
-                tracing::error!(error = %e, "ledger http server stopped");
+        let stop = async move {
+            let _ = server_shutdown.changed().await;
+        };
+        let server_task = match &config.tls {
+            None => tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+                {
+                    tracing::error!(error = %e, "ledger http server stopped");
+                }
+            }),
+            Some(tls) => {
+                let refused = metrics.peer_tls_refusals.clone();
+                let listener = TlsListener::new(listener, Arc::clone(&tls.server), move |_| {
+                    refused.inc();
+                })
+                .map_err(|source| LedgerError::Bind {
+                    addr: config.raft_addr.clone(),
+                    source,
+                })?;
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, app)
+                        .with_graceful_shutdown(stop)
+                        .await
+                    {
+                        tracing::error!(error = %e, "ledger https server stopped");
+                    }
+                })
             }
-        });
+        };
         let housekeeping_task = tokio::spawn(housekeeping::run(
             core.clone(),
             committed,
