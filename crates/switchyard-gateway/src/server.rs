@@ -373,7 +373,7 @@ pub async fn start_with(
     let tls_reloader = crate::tls::spawn_for(
         &tls,
         Duration::from_millis(config.server.tls_reload_interval_ms),
-        metrics.registry(),
+        stack.metrics.registry(),
     )
     .map_err(crate::metrics::MetricsError::from)?;
     let tls = tls.listener;
