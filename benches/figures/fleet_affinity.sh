@@ -4,8 +4,12 @@
 # workload (multi-turn chats in groups sharing an ~800-word system prompt, whole history per
 # turn, no x-session-id, no user) at RATE req/s for DURATION s, spread at random over 1, 3 or 5
 # gateway replicas, independent or as one Raft group; round_robin vs cache_aware; the same
-# with session keys (`agentic-keyed`). After each run the sticky-session oracle replays the
-# exact requests the run sent. Writes fleet_affinity.md.
+# with session keys (`agentic-keyed`). The load tool's client sends a conversation's next turn
+# only once the previous answer is back, with that answer in the history, and the simulated
+# workers cache the blocks of the answers they generate, so the trace depends on the run: the
+# load tool writes what it sent (`--trace-out`) and the sticky-session oracle replays exactly
+# that trace (`oracle --trace`). The KV is sized beforehand from the workload planned offline
+# with the simulator's answers. Writes fleet_affinity.md.
 #
 # Bounded: every case is DURATION s (default 60) plus start-up; CASES picks a subset.
 source "$(dirname "$0")/lib.sh"
@@ -17,7 +21,7 @@ SEEDS="${SEEDS:-1 2}"
 KV_SHARE="${KV_SHARE:-0.75}"
 BASE="${FIG_PORT_BASE:-20000}"
 # mode:replicas:policy:workload[:flag], flag "legacy" turns anonymous conversations off.
-CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed independent:1:cache_aware:agentic:legacy independent:3:cache_aware:agentic:legacy}"
+CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed independent:5:cache_aware:agentic-keyed}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
 RAFT_PORTS=($((BASE + 10)) $((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
 SIM_PORTS=($((BASE + 20)) $((BASE + 21)) $((BASE + 22)) $((BASE + 23)))
@@ -80,18 +84,18 @@ run_case() {
     done
     for ((i = 0; i < replicas; i++)); do wait_routable "${GW_PORTS[$i]}" 4; done
     echo "[fleet_affinity] $name" >&2
-    local out="$FIG_DATA/$name.json"
+    local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl"
     run_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload "$workload" \
-        --seed "$seed" --timeout 30
+        --seed "$seed" --timeout 30 --trace-out "$trace"
     for ((i = 0; i < replicas; i++)); do
         save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$name.gateway-$i.metrics.txt"
     done
-    local sent
-    sent="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests_sent"])' "$out")"
-    log_cmd "$SIM_BIN" oracle --workload "$workload" --seed "$seed" --requests "$sent" \
-        --workers 4 --kv-blocks "$kv" --json "$FIG_DATA/$name.oracle.json"
-    "$SIM_BIN" oracle --workload "$workload" --seed "$seed" --requests "$sent" --workers 4 \
-        --kv-blocks "$kv" --json "$FIG_DATA/$name.oracle.json" >/dev/null
+    log_cmd "$SIM_BIN" oracle --trace "$trace" --workers 4 --kv-blocks "$kv" \
+        --json "$FIG_DATA/$name.oracle.json"
+    "$SIM_BIN" oracle --trace "$trace" --workers 4 --kv-blocks "$kv" \
+        --json "$FIG_DATA/$name.oracle.json" >/dev/null
+    # The trace holds every prompt in full (tens of MB): summarised by the oracle, not kept.
+    rm -f "$trace"
     meta case "$seed	$mode	$replicas	$policy	$workload	${flag:-default}	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)"
     for i in "${pids[@]}"; do stop_pid "$i"; done
 }

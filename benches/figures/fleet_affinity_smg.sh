@@ -62,13 +62,14 @@ run_case() {
     done
     sleep 3
     echo "[fleet_affinity_smg] $name" >&2
-    local out="$FIG_DATA/$name.json"
+    local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl"
     run_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload agentic \
-        --seed "$seed" --timeout 30 --model sim-llama
-    local sent
-    sent="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests_sent"])' "$out")"
-    "$SIM_BIN" oracle --workload agentic --seed "$seed" --requests "$sent" --workers 4 \
-        --kv-blocks "$kv" --json "$FIG_DATA/$name.oracle.json" >/dev/null
+        --seed "$seed" --timeout 30 --model sim-llama --trace-out "$trace"
+    log_cmd "$SIM_BIN" oracle --trace "$trace" --workers 4 --kv-blocks "$kv" \
+        --json "$FIG_DATA/$name.oracle.json"
+    "$SIM_BIN" oracle --trace "$trace" --workers 4 --kv-blocks "$kv" \
+        --json "$FIG_DATA/$name.oracle.json" >/dev/null
+    rm -f "$trace"
     meta case "$seed	smg-mesh	$replicas	smg_cache_aware	agentic	default	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)"
     for i in "${pids[@]}"; do stop_pid "$i"; done
 }

@@ -68,6 +68,10 @@ pub struct LoadArgs {
     /// Add a per-second series (sent, ok, errors, admitted, workers) to the JSON report.
     #[arg(long)]
     pub timeline: bool,
+    /// Write every request sent (messages, answer, worker) to FILE as JSON lines, in send
+    /// order, for an offline replay such as `switchyard-sim oracle --trace`.
+    #[arg(long, value_name = "FILE")]
+    pub trace_out: Option<PathBuf>,
 }
 
 impl LoadArgs {
@@ -109,6 +113,7 @@ impl LoadArgs {
             .transpose()?;
         config.max_client_retries = self.max_client_retries;
         config.timeline = self.timeline;
+        config.trace_out = self.trace_out.clone();
         config.validate()?;
         Ok(config)
     }

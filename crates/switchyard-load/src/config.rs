@@ -56,6 +56,8 @@ pub struct LoadConfig {
     pub max_client_retries: u32,
     /// Keep the per-second series in the report.
     pub timeline: bool,
+    /// Write every sent request (messages, answer, worker) here as JSON lines.
+    pub trace_out: Option<std::path::PathBuf>,
 }
 
 impl LoadConfig {
@@ -89,6 +91,7 @@ impl LoadConfig {
             client_retry: None,
             max_client_retries: DEFAULT_MAX_CLIENT_RETRIES,
             timeline: false,
+            trace_out: None,
         }
     }
 

@@ -16,6 +16,12 @@ pub enum LoadError {
     ModelDiscovery { uri: String, reason: String },
     #[error("could not serialize the report: {0}")]
     Serialize(#[from] serde_json::Error),
+    #[error("trace file {path}: {source}")]
+    Trace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("could not write the report to {path}: {source}")]
     WriteReport {
         path: PathBuf,

@@ -27,6 +27,7 @@ mod runner;
 mod sse;
 mod stats;
 mod timeline;
+mod trace;
 mod transport;
 mod workload;
 
@@ -47,4 +48,5 @@ pub use runner::run;
 pub use sse::{SseEvent, SseParser};
 pub use stats::{coefficient_of_variation, percentile_nearest_rank};
 pub use timeline::TimelineSecond;
-pub use workload::{ChatMessage, PlannedRequest, WorkloadGenerator};
+pub use trace::{SentMessage, SentRequest, read_trace, write_trace};
+pub use workload::{ChatMessage, PlannedRequest, TurnTicket, WorkloadGenerator};

@@ -12,6 +12,7 @@ use crate::arrivals::PoissonArrivals;
 use crate::exchange::{ExchangeSettings, Outcome};
 use crate::report::{Collector, RequestLabels, RunFacts};
 use crate::request_task::{RequestPlan, SharedCollector, TaskContext, run_request};
+use crate::trace::{SentRequest, write_trace};
 use crate::transport::{Endpoint, build_client, discover_model};
 use crate::workload::{TurnTicket, WorkloadGenerator, derive_seed};
 use crate::{LoadConfig, LoadError, LoadReport};
@@ -21,7 +22,8 @@ const PROGRESS_PERIOD: Duration = Duration::from_secs(1);
 /// workload's, so adding a mix does not change the prompts.
 const REQUEST_MIX_STREAM: u64 = 21;
 
-type TaskResult = (Option<TurnTicket>, Outcome);
+/// The request's index, the turn it opened (if any) and how it ended.
+type TaskResult = (u64, Option<TurnTicket>, Outcome);
 
 /// Drives one open-loop run against the configured targets and returns its report.
 ///
@@ -65,6 +67,7 @@ pub async fn run(config: LoadConfig) -> Result<LoadReport, LoadError> {
         mix_rng: SmallRng::seed_from_u64(derive_seed(config.seed, REQUEST_MIX_STREAM)),
         run_tag: run_tag(),
         in_flight: JoinSet::new(),
+        trace: config.trace_out.is_some().then(Vec::new),
         context,
         config: &config,
     };
@@ -74,6 +77,9 @@ pub async fn run(config: LoadConfig) -> Result<LoadReport, LoadError> {
     driver.issue_arrivals(start, &mut progress).await;
     let issue_time = start.elapsed().max(config.duration);
     driver.drain(start, &mut progress).await;
+    if let (Some(path), Some(sent)) = (&config.trace_out, &driver.trace) {
+        write_trace(path, sent)?;
+    }
 
     let report = driver.context.collector.take().finish(RunFacts {
         targets,
@@ -113,6 +119,8 @@ struct Driver<'a> {
     mix_rng: SmallRng,
     run_tag: u64,
     in_flight: JoinSet<TaskResult>,
+    /// Every request sent, with its answer once back (only with `trace_out`).
+    trace: Option<Vec<SentRequest>>,
     context: Arc<TaskContext>,
     config: &'a LoadConfig,
 }
@@ -156,6 +164,15 @@ impl Driver<'_> {
             .is_some()
             .then(|| format!("load-{:016x}-{}", self.run_tag, id.index()));
         let turn = planned.turn;
+        if let Some(trace) = &mut self.trace {
+            let sent_ms = self.context.start.elapsed().as_secs_f64() * 1000.0;
+            trace.push(SentRequest::new(
+                id.index(),
+                sent_ms,
+                labels.target,
+                &planned,
+            ));
+        }
         let plan = RequestPlan {
             planned,
             labels,
@@ -164,7 +181,7 @@ impl Driver<'_> {
         let context = Arc::clone(&self.context);
         self.in_flight.spawn(async move {
             let outcome = run_request(context, plan, id).await;
-            (turn, outcome)
+            (id.index(), turn, outcome)
         });
     }
 
@@ -212,14 +229,25 @@ impl Driver<'_> {
         }
     }
 
-    /// Outcomes are already in the collector; the answer only continues the conversation.
+    /// Outcomes are already in the collector; the answer continues the conversation and
+    /// completes the trace.
     fn record(&mut self, joined: Result<TaskResult, JoinError>) {
         match joined {
-            Ok((Some(ticket), outcome)) => {
-                let answer = outcome.as_ref().ok().map(|done| done.answer.as_str());
-                self.generator.record_answer(ticket, answer);
+            Ok((index, ticket, outcome)) => {
+                let done = outcome.as_ref().ok();
+                if let Some(ticket) = ticket {
+                    let answer = done.map(|done| done.answer.as_str());
+                    self.generator.record_answer(ticket, answer);
+                }
+                let sent = self
+                    .trace
+                    .as_mut()
+                    .and_then(|trace| usize::try_from(index).ok().and_then(|at| trace.get_mut(at)));
+                if let (Some(sent), Some(done)) = (sent, done) {
+                    sent.answer = Some(done.answer.clone());
+                    sent.worker = done.worker.clone();
+                }
             }
-            Ok((None, _)) => {}
             Err(error) if error.is_cancelled() => {}
             Err(error) => tracing::error!(%error, "request task panicked"),
         }

@@ -3,7 +3,8 @@
 //! counts, every worker's prefix cache modelled by the simulator's KV replay. Says where cache
 //! hits are lost (turns that leave their conversation's worker, conversations split across
 //! workers, evictions on the right worker) and how many conversations a membership change or a
-//! replica restart moves.
+//! replica restart moves. Each answer is the simulator's and is back before the next
+//! request (the load tool's client waits for it; here it never has to wait).
 //!
 //! cargo run -p switchyard-router --example fleet_replay -- --replicas 3 --mode independent \
 //!     --workload agentic --seed 1 --requests 3600 --kv-blocks 1900
@@ -25,10 +26,11 @@ use switchyard_router::{
     AffinityEvent, AffinitySink, Candidate, PolicyContext, RouteRequest, RouterClock,
     RoutingConfig, RoutingPolicy, build_policy,
 };
-use switchyard_sim::{ChatBlocks, KvReplay};
+use switchyard_sim::{ChatBlocks, KvReplay, simulated_answer};
 
 /// The simulator's defaults: prefill per 1000 uncached tokens, decode of the load tool's 32
 /// output tokens, batch size.
+const ANSWER_TOKENS: usize = 32;
 const PREFILL_SECS_PER_1K: f64 = 0.040;
 const DECODE_SECS: f64 = 31.0 * 0.005;
 const MAX_RUNNING: usize = 8;
@@ -227,12 +229,17 @@ fn main() -> Result<(), String> {
             previous_blocks.push(0);
         }
         let prompt = flatten(&planned.messages);
-        let blocks = ChatBlocks::of(
+        let messages = || {
             planned
                 .messages
                 .iter()
-                .map(|m| (m.role, m.content.as_str())),
-        );
+                .map(|m| (m.role, m.content.as_str()))
+        };
+        let answer = simulated_answer(messages(), ANSWER_TOKENS);
+        let blocks = ChatBlocks::answered(messages(), Some(&answer));
+        if let Some(ticket) = planned.turn {
+            generator.record_answer(ticket, Some(&answer));
+        }
         let r = if options.event.as_deref() == Some("restart") && index >= midpoint {
             // After a restart, measure what the fresh replica does.
             if index < midpoint + 400 {
@@ -304,7 +311,7 @@ fn main() -> Result<(), String> {
                 evicted_tokens += expected.saturating_sub(cached) as u64;
             }
         }
-        previous_blocks[conversation] = blocks.keys.len();
+        previous_blocks[conversation] = blocks.computed.len();
         last_worker[conversation] = worker;
         if !workers_used[conversation].contains(&worker) {
             workers_used[conversation].push(worker);

@@ -45,6 +45,9 @@ enum Phase {
 
 pub(crate) struct Generation {
     engine: Arc<Engine>,
+    prompt: Vec<String>,
+    /// Tokens the engine puts between the prompt and its answer (a chat's assistant tag).
+    answer_head: Vec<String>,
     block_keys: Vec<BlockKey>,
     prompt_tokens: usize,
     max_tokens: usize,
@@ -69,6 +72,8 @@ impl Generation {
         let ready_at = engine.arrive();
         let now = Instant::now();
         Self {
+            prompt: prompt.to_vec(),
+            answer_head: Vec::new(),
             block_keys: block_keys(prompt),
             prompt_tokens: prompt.len(),
             max_tokens: max_tokens.max(1),
@@ -84,6 +89,13 @@ impl Generation {
             phase: Phase::Queued,
             engine,
         }
+    }
+
+    /// The answer follows `head` (for a chat, the assistant tag its next turn renders before
+    /// the answer's text), so the cached answer blocks line up with that next turn's prompt.
+    pub(crate) fn with_answer_head(mut self, head: Vec<String>) -> Self {
+        self.answer_head = head;
+        self
     }
 
     /// The next token or the final usage; `None` once finished. Cancel-safe in the
@@ -168,9 +180,11 @@ impl Generation {
     fn finish(&mut self) -> GenEvent {
         self.phase = Phase::Done;
         let engine = Arc::clone(&self.engine);
+        let computed = self.computed_block_keys();
         engine.with_state(|state| {
             state.counters.requests_completed += 1;
             self.release_private_blocks(state);
+            state.cache.insert(&computed);
         });
         self.slot = None;
         let metrics = &self.engine.metrics;
@@ -190,6 +204,23 @@ impl Generation {
         })
     }
 
+    /// Keys of the full blocks whose KV the engine computed: the prompt, the answer head and
+    /// every emitted token but the last (its KV would only be computed by a further step).
+    /// Prefix caches (vLLM's automatic prefix caching, SGLang's radix tree) keep these after
+    /// the request ends, so a next turn carrying this answer hits through it.
+    fn computed_block_keys(&self) -> Vec<BlockKey> {
+        let answered = self.emitted.saturating_sub(1);
+        let answer = (0..answered).map(|index| self.words.piece(index).trim().to_owned());
+        let tokens: Vec<String> = self
+            .prompt
+            .iter()
+            .chain(&self.answer_head)
+            .cloned()
+            .chain(answer)
+            .collect();
+        block_keys(&tokens)
+    }
+
     /// Blocks for the prompt and the output so far, minus those the cache holds.
     fn sync_private_blocks(&mut self, state: &mut EngineState) {
         let needed = (self.prompt_tokens + self.emitted).div_ceil(BLOCK_TOKENS);
@@ -207,12 +238,17 @@ impl Generation {
 impl Drop for Generation {
     fn drop(&mut self) {
         let finished = self.phase == Phase::Done;
+        // A cancelled request whose prefill ran keeps what it computed, as a real engine does.
+        let computed = (self.phase == Phase::Decoding).then(|| self.computed_block_keys());
         let engine = Arc::clone(&self.engine);
         engine.with_state(|state| {
             if !finished {
                 state.counters.requests_cancelled += 1;
             }
             self.release_private_blocks(state);
+            if let Some(keys) = &computed {
+                state.cache.insert(keys);
+            }
             state.warmth.depart(Instant::now());
         });
         if !finished {

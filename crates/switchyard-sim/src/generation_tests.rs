@@ -287,3 +287,86 @@ async fn time_scale_shrinks_the_cold_start() {
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert!(engine.load().cold);
 }
+
+/// Drives a chat generation to the end; returns its answer text and usage.
+async fn answer_chat(engine: Arc<Engine>, words: &[String], max_tokens: usize) -> (String, Usage) {
+    let mut generation = Generation::new(engine, words, max_tokens)
+        .with_answer_head(crate::tokens::chat_answer_head());
+    let mut text = String::new();
+    loop {
+        match generation.next_event().await {
+            Some(GenEvent::Token(piece)) => text.push_str(&piece),
+            Some(GenEvent::Finished(usage)) => return (text, usage),
+            None => panic!("ended without usage"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_next_turn_hits_through_the_generated_answer() {
+    use crate::tokens::{render_message, tokenize};
+    let engine = engine(4);
+    let opening = [
+        render_message("system", &prompt("s", 39).join(" ")),
+        render_message("user", "hello"),
+    ]
+    .join(" ");
+    let first = tokenize(&opening);
+    assert_eq!(first.len(), 42, "two full blocks and a partial one");
+    let (answer, usage) = answer_chat(Arc::clone(&engine), &first, 40).await;
+    assert_eq!(usage.completion_tokens, 40);
+    // The client sends the history with the answer it got, then its next message.
+    let next_turn = |answer: &str| {
+        tokenize(
+            &[
+                opening.clone(),
+                render_message("assistant", answer),
+                render_message("user", "tell me more"),
+            ]
+            .join(" "),
+        )
+    };
+    let (_, usage) = answer_chat(Arc::clone(&engine), &next_turn(&answer), 4).await;
+    // 42 prompt tokens + the assistant tag + 39 answer tokens whose KV was computed = 82:
+    // five full blocks, three more than the first prompt alone had.
+    assert_eq!(usage.prompt_tokens_details.cached_tokens, 5 * 16);
+    // A history whose answer differs from what the engine said hits only the prompt's blocks.
+    let other = answer.replacen(' ', " x ", 1);
+    let fresh = engine_with_same_history(&first).await;
+    let (_, usage) = answer_chat(fresh, &next_turn(&other), 4).await;
+    assert_eq!(usage.prompt_tokens_details.cached_tokens, 2 * 16);
+}
+
+/// A new engine that has served only `first`.
+async fn engine_with_same_history(first: &[String]) -> Arc<Engine> {
+    let engine = engine(4);
+    answer_chat(Arc::clone(&engine), first, 40).await;
+    engine
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_answer_caches_only_what_was_computed() {
+    let engine = engine(4);
+    let words = prompt("c", 32);
+    let mut generation = Generation::new(Arc::clone(&engine), &words, 100)
+        .with_answer_head(vec!["<|assistant|>".into()]);
+    let mut text = String::new();
+    for _ in 0..20 {
+        if let Some(GenEvent::Token(piece)) = generation.next_event().await {
+            text.push_str(&piece);
+        }
+    }
+    drop(generation);
+    assert_eq!(engine.stats().requests_cancelled, 1);
+    // 32 prompt tokens + tag + 19 computed answer tokens = 52: three full blocks.
+    let mut continued = words.clone();
+    continued.push("<|assistant|>".into());
+    continued.extend(tokenize_words(&text));
+    continued.extend(prompt("u", 30));
+    let (_, usage) = run(engine, continued, 1).await;
+    assert_eq!(usage.prompt_tokens_details.cached_tokens, 3 * 16);
+}
+
+fn tokenize_words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_owned).collect()
+}

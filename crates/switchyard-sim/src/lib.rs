@@ -30,5 +30,5 @@ pub use config::{BLOCK_TOKENS, MAX_OUTPUT_TOKENS, SimConfig, WorkerArgs};
 pub use engine::SimStats;
 pub use fault::Fault;
 pub use oracle::{OracleArgs, OracleReport, run_oracle};
-pub use replay::{ChatBlocks, KvReplay};
+pub use replay::{ChatBlocks, KvReplay, simulated_answer};
 pub use server::SimWorker;

@@ -46,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Oracle(args) => {
-            let report = serde_json::to_string_pretty(&run_oracle(&args))?;
+            let report = serde_json::to_string_pretty(&run_oracle(&args)?)?;
             if let Some(path) = &args.json {
                 std::fs::write(path, &report)
                     .with_context(|| format!("writing {}", path.display()))?;

@@ -10,6 +10,12 @@ pub(crate) fn render_message(role: &str, content: &str) -> String {
     format!("<|{role}|> {content}")
 }
 
+/// What a chat's next turn renders between the prompt and this answer's text: the assistant's
+/// role tag (`render_message("assistant", answer)` minus the answer).
+pub(crate) fn chat_answer_head() -> Vec<String> {
+    tokenize(&render_message("assistant", ""))
+}
+
 const VOCABULARY: [&str; 32] = [
     "the", "router", "sends", "tokens", "to", "a", "warm", "worker", "cache", "hit", "prefix",
     "batch", "queue", "decode", "prefill", "latency", "stream", "gateway", "quota", "ledger",

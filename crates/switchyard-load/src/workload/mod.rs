@@ -10,7 +10,6 @@ mod zipf;
 use serde::Serialize;
 
 use crate::Workload;
-pub use multiturn::TurnTicket;
 pub(crate) use text::derive_seed;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -42,6 +41,16 @@ impl ChatMessage {
     }
 }
 
+/// Identifies the turn a request opened, so its answer lands in the right conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnTicket {
+    /// The workload's slot (session) the conversation lives in.
+    pub(crate) session: usize,
+    /// Which conversation of that slot: a late answer for an older one is ignored.
+    pub(crate) conversation: u64,
+    pub(crate) turn: usize,
+}
+
 /// One chat completion to send, before the transport adds model and sampling fields.
 #[derive(Clone, Debug)]
 pub struct PlannedRequest {
@@ -50,7 +59,7 @@ pub struct PlannedRequest {
     /// Sent as the OpenAI `user` field when present.
     pub user: Option<String>,
     pub messages: Vec<ChatMessage>,
-    /// Present when the answer should extend a conversation (multiturn only).
+    /// Present when the answer should extend a conversation (multiturn, agentic).
     pub turn: Option<TurnTicket>,
 }
 
@@ -90,8 +99,10 @@ impl WorkloadGenerator {
 
     /// Feeds the answer (or `None` after a failure) back so the conversation can continue.
     pub fn record_answer(&mut self, ticket: TurnTicket, answer: Option<&str>) {
-        if let Self::Multiturn(workload) = self {
-            workload.record_answer(ticket, answer);
+        match self {
+            Self::Multiturn(workload) => workload.record_answer(ticket, answer),
+            Self::Agentic(workload) => workload.record_answer(ticket, answer),
+            Self::Hotkey(_) | Self::Uniform(_) => {}
         }
     }
 }

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 
 use super::text::{derive_seed, random_words};
 use super::zipf::Zipf;
-use super::{ChatMessage, PlannedRequest};
+use super::{ChatMessage, PlannedRequest, TurnTicket};
 
 const SYSTEM_PROMPTS: usize = 4;
 const SYSTEM_PROMPT_WORDS: usize = 300;
@@ -22,14 +22,6 @@ pub const MAX_TURNS: usize = 16;
 const SYSTEM_PROMPT_STREAM: u64 = 1;
 const TURN_STREAM: u64 = 2;
 const STAND_IN_STREAM: u64 = 3;
-
-/// Identifies the turn a request opened, so its answer lands in the right conversation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TurnTicket {
-    session: usize,
-    conversation: u64,
-    turn: usize,
-}
 
 #[derive(Debug, Default)]
 struct Turn {

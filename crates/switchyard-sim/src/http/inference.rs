@@ -16,6 +16,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::openai::{Endpoint, InferenceRequest, ResponseMeta, parse_request};
 use crate::generation::{GenEvent, Generation};
+use crate::tokens::chat_answer_head;
 
 pub(crate) async fn chat_completions(State(app): State<AppState>, body: Bytes) -> Response {
     answer(app, Endpoint::Chat, body).await
@@ -45,7 +46,11 @@ async fn answer(app: AppState, endpoint: Endpoint, body: Bytes) -> Response {
         include_usage: request.include_usage,
         tokens_sent: 0,
     };
-    let generation = Generation::new(Arc::clone(&app.engine), &request.prompt, request.max_tokens);
+    let mut generation =
+        Generation::new(Arc::clone(&app.engine), &request.prompt, request.max_tokens);
+    if matches!(endpoint, Endpoint::Chat) {
+        generation = generation.with_answer_head(chat_answer_head());
+    }
     if request.stream {
         stream_response(generation, reply)
     } else {
