@@ -22,6 +22,7 @@ pub mod proxy;
 pub mod reload;
 pub mod server;
 pub mod state;
+pub mod telemetry;
 pub mod tls;
 pub mod trace_context;
 pub mod warmup;

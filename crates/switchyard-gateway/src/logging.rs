@@ -10,11 +10,16 @@ use serde_json::{Map, Value};
 use std::fmt;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
+use tracing_subscriber::Layer;
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::telemetry::{Exporter, OtlpLayer};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -23,23 +28,32 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber: `RUST_LOG` filter (default `info`), to stderr.
-pub fn init(format: LogFormat) {
+/// Installs the global subscriber: `RUST_LOG` filter (default `info`), to stderr; with an
+/// exporter, the request path's spans also go to OTLP (whatever `RUST_LOG` says).
+pub fn init(format: LogFormat, otlp: Option<Exporter>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Text => lines
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => builder
+            .boxed(),
+        LogFormat::Json => lines
             .with_ansi(false)
             .fmt_fields(JsonFields)
             .event_format(JsonLines)
-            .init(),
-    }
+            .boxed(),
+    };
+    let spans = otlp.map(|exporter| {
+        OtlpLayer::new(exporter).with_filter(
+            tracing_subscriber::filter::filter_fn(OtlpLayer::exports)
+                .with_max_level_hint(tracing::Level::DEBUG),
+        )
+    });
+    tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(spans)
+        .init();
 }
 
 /// Collects fields into a JSON object.

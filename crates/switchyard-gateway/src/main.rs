@@ -23,6 +23,49 @@ struct Cli {
         default_value = "text"
     )]
     log_format: switchyard_gateway::logging::LogFormat,
+    #[command(flatten)]
+    otlp: OtlpArgs,
+}
+
+/// OpenTelemetry traces (off unless an endpoint is given).
+#[derive(Args)]
+struct OtlpArgs {
+    /// OTLP/HTTP collector to export request spans to, e.g. `http://otel-collector:4318`
+    /// (`/v1/traces` is added when no path is given); JSON encoding.
+    #[arg(long, global = true, env = "SWITCHYARD_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+    /// `service.name` of the exported spans.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_SERVICE_NAME",
+        default_value = "switchyard"
+    )]
+    otlp_service_name: String,
+    /// Spans are posted when a batch is this old (or 512 spans large).
+    #[arg(long, global = true, default_value_t = 1000)]
+    otlp_batch_ms: u64,
+    /// Spans waiting for export; beyond this they are dropped and counted
+    /// (`switchyard_telemetry_spans_dropped_total`).
+    #[arg(long, global = true, default_value_t = 8192)]
+    otlp_queue: usize,
+}
+
+impl OtlpArgs {
+    fn exporter(&self) -> anyhow::Result<Option<switchyard_gateway::telemetry::Exporter>> {
+        let Some(endpoint) = &self.otlp_endpoint else {
+            return Ok(None);
+        };
+        let options = switchyard_gateway::telemetry::OtlpOptions {
+            service_name: self.otlp_service_name.clone(),
+            batch_interval: std::time::Duration::from_millis(self.otlp_batch_ms.max(1)),
+            queue_capacity: self.otlp_queue,
+            ..switchyard_gateway::telemetry::OtlpOptions::new(endpoint)
+        };
+        switchyard_gateway::telemetry::Exporter::start(options)
+            .map(Some)
+            .map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(Subcommand)]
@@ -174,7 +217,8 @@ fn node_id_from_hostname() -> Result<u64, ConfigError> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    switchyard_gateway::logging::init(cli.log_format);
+    let exporter = cli.otlp.exporter()?;
+    switchyard_gateway::logging::init(cli.log_format, exporter.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -204,7 +248,12 @@ fn main() -> anyhow::Result<()> {
                 demo::wait_for_shutdown_signal().await;
                 tracing::info!("shutting down");
                 tokio::select! {
-                    _ = gateway.drain_and_stop(plan) => Ok(()),
+                    _ = gateway.drain_and_stop(plan) => {
+                        if let Some(exporter) = &exporter {
+                            exporter.flush(std::time::Duration::from_secs(5)).await;
+                        }
+                        Ok(())
+                    }
                     _ = demo::wait_for_shutdown_signal() => {
                         tracing::warn!("second stop signal: exiting without finishing the drain");
                         std::process::exit(130);

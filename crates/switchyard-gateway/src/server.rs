@@ -49,6 +49,8 @@ pub enum StartError {
     Cluster(#[from] crate::cluster::ClusterError),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Discovery(#[from] switchyard_workers::discovery::DiscoveryStartError),
     #[error("metrics registration: {0}")]
     Lifecycle(#[from] prometheus::Error),
 }

@@ -11,7 +11,7 @@ fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
 
-/// Kubernetes API version the manifests target (native sidecars need 1.29+).
+/// Kubernetes API version the manifests target.
 const KUBERNETES_VERSION: &str = "1.30.0";
 
 /// `resources:` and `patches: - path:` entries of a kustomization file.

@@ -73,3 +73,123 @@ async fn a_draining_leader_hands_leadership_to_a_follower() {
         gateway.shutdown().await;
     }
 }
+
+/// Steady ledger writes from every replica keep reaching the leader while it steps down. Each
+/// replicated write would refresh the followers' lease and hold the election off, so a
+/// stepping-down leader must stop taking them (they wait and go to the successor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_hands_over_under_steady_write_traffic() {
+    let sims = start_sims(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<String> = (0..3).map(|_| free_addr()).collect();
+    let members: Vec<ClusterMember> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, addr)| ClusterMember {
+            id: i as u64 + 1,
+            addr: addr.clone(),
+        })
+        .collect();
+    let mut gateways = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let mut config = config_for(&sims, "round_robin");
+        config.cluster.node_id = i as u64 + 1;
+        config.cluster.raft_addr = addr.clone();
+        config.cluster.secret = "handover-test-secret".into();
+        config.cluster.members = members.clone();
+        config.cluster.data_dir = dir.path().join(format!("n{i}")).display().to_string();
+        gateways.push(switchyard_gateway::start(config, None).await.unwrap());
+    }
+    let leader_of = |gateway: &switchyard_gateway::GatewayHandle| {
+        gateway.state().cluster.as_ref().unwrap().status().leader
+    };
+    let formed = eventually(Duration::from_secs(30), || async {
+        let leaders: Vec<_> = gateways.iter().map(leader_of).collect();
+        leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0])
+    })
+    .await;
+    assert!(formed, "the group never agreed on a leader");
+    let old = leader_of(&gateways[0]).unwrap();
+
+    // Four writers on each replica, each writing again 20 ms after its last write committed:
+    // entries reach the followers far more often than an election timeout.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for (i, gateway) in gateways.iter().enumerate().flat_map(|(i, g)| [(i, g); 4]) {
+        let node = gateway.state().cluster.clone().unwrap();
+        let stop = stop.clone();
+        writers.push((
+            i,
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0u64, 0u64);
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    n += 1;
+                    let key = (i as u64) << 32 | rand_key(n);
+                    match node
+                        .record_affinity(key, "prefix", "sim-0", &[], "load")
+                        .await
+                    {
+                        Ok(()) => ok += 1,
+                        Err(_) => failed += 1,
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                (ok, failed)
+            }),
+        ));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let index = gateways
+        .iter()
+        .position(|g| g.state().cluster.as_ref().unwrap().id() == old)
+        .unwrap();
+    let leader = gateways.remove(index);
+    let plan = DrainPlan {
+        accept: Duration::ZERO,
+        drain: Duration::from_secs(1),
+        handover: Duration::from_secs(10),
+    };
+    let started = std::time::Instant::now();
+    let outcome = drain_and_stop(leader, plan).await;
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    // (ok, failed) per replica.
+    let mut results = vec![(0u64, 0u64); 3];
+    for (i, writer) in writers {
+        let (ok, failed) = writer.await.unwrap();
+        results[i].0 += ok;
+        results[i].1 += failed;
+    }
+    eprintln!(
+        "handover under writes: {outcome:?} after {took:?}; writes (ok, failed) per replica {results:?}"
+    );
+    let Handover::HandedOver(successor) = outcome else {
+        panic!("leadership was not handed over under writes: {outcome:?}");
+    };
+    assert_ne!(successor, old);
+    // The survivors' writers kept committing through the handover (at most the writes in
+    // flight when the old leader stopped, one per writer, may fail).
+    for (i, (ok, failed)) in results.iter().enumerate() {
+        if i != index {
+            assert!(
+                *ok > 0 && *failed <= 2,
+                "replica {i}: ok {ok}, failed {failed}"
+            );
+        }
+    }
+    let agreed = eventually(Duration::from_secs(10), || async {
+        gateways.iter().all(|g| leader_of(g) == Some(successor))
+    })
+    .await;
+    assert!(agreed, "the survivors do not follow node {successor}");
+    for gateway in gateways {
+        gateway.shutdown().await;
+    }
+}
+
+/// Distinct keys per writer task.
+fn rand_key(n: u64) -> u64 {
+    n ^ (rand::random::<u32>() as u64) << 16
+}

@@ -194,16 +194,26 @@ async fn two_real_llama_servers_behind_the_gateway() {
             .contains("Hello world")
     );
 
-    // The engine's own 400 (prompt past the slot's context) reaches the client as it is,
-    // without retries on the other engine.
+    // A prompt past every engine's context (2048 tokens a slot) is refused by the gateway
+    // with OpenAI's code, without reaching an engine.
     let huge = "word ".repeat(5000);
     let reply = post_json(&url, &chat_body(&huge, 4, false)).await;
     assert_eq!(reply.status, 400, "{}", reply.body);
-    assert!(
-        reply.body.contains("exceed_context_size_error"),
+    assert_eq!(
+        reply.json()["error"]["code"],
+        "context_length_exceeded",
         "{}",
         reply.body
     );
+    // One the gateway lets through (its estimate is low) but the engine refuses: the engine's
+    // 400 comes back in OpenAI's shape, not retried on the other engine.
+    let long = "Paris, London, Rome. ".repeat(400);
+    let reply = post_json(&url, &chat_body(&long, 4, false)).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = &reply.json()["error"];
+    assert_eq!(error["code"], "context_length_exceeded", "{}", reply.body);
+    assert_eq!(error["type"], "invalid_request_error", "{}", reply.body);
+    assert!(error["message"].as_str().unwrap().contains("context"));
 
     // A client that goes away mid-stream frees the engine's slot.
     cancellation_frees_the_slot(&base, &a, &b).await;

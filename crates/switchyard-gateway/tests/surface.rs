@@ -304,3 +304,43 @@ async fn surface_requests_are_admitted_and_spend_their_reported_usage() {
     assert_eq!(fourth.status, 429, "1200 of 1000 spent: {}", fourth.body);
     assert!(fourth.header("retry-after").is_some());
 }
+
+#[tokio::test]
+async fn models_are_listed_with_their_context_and_retrieved_by_id() {
+    let chat = EchoWorker::start("org/chat-model").await;
+    let ranker = EchoWorker::start("rank-model").await;
+    let mut config = config_for(&[], "round_robin");
+    config.workers = vec![chat.spec("chat"), ranker.spec("ranker")];
+    let gateway = switchyard_gateway::start(config, None).await.unwrap();
+    let base = gateway.base_url();
+    // The context comes from each worker's own /v1/models.
+    let listed = eventually(std::time::Duration::from_secs(10), || async {
+        let reply = send(Method::GET, &format!("{base}/v1/models"), &[], "").await;
+        let data = reply.json()["data"].clone();
+        data.as_array()
+            .is_some_and(|d| d.len() == 2 && d.iter().all(|m| m["max_model_len"] == 2048))
+    })
+    .await;
+    let reply = send(Method::GET, &format!("{base}/v1/models"), &[], "").await;
+    assert!(listed, "{}", reply.body);
+    assert_eq!(reply.json()["data"][0]["id"], "org/chat-model");
+
+    let one = send(
+        Method::GET,
+        &format!("{base}/v1/models/org/chat-model"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(one.json()["id"], "org/chat-model");
+    assert_eq!(one.json()["object"], "model");
+    let missing = send(Method::GET, &format!("{base}/v1/models/gpt-9"), &[], "").await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["error"]["code"], "model_not_found");
+    // Other methods and paths on /v1 stay OpenAI-shaped 404s.
+    let other = send(Method::GET, &format!("{base}/v1/files"), &[], "").await;
+    assert_eq!(other.status, 404);
+    assert_eq!(other.json()["error"]["code"], "unknown_route");
+    gateway.shutdown().await;
+}

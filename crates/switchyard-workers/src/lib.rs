@@ -18,6 +18,7 @@ mod config;
 mod directory;
 pub mod discovery;
 mod engine;
+mod engine_error;
 mod handle;
 mod handle_health;
 mod health_tracker;
@@ -39,6 +40,7 @@ pub use config::{
 };
 pub use directory::WorkerDirectory;
 pub use engine::{EngineKind, EngineLoad, error_message, max_model_len};
+pub use engine_error::openai_error;
 pub use handle::{InFlightGuard, WorkerHandle};
 pub use http_client::{HttpClient, HttpClientConfig, build_http_client, get_json};
 pub use latency::{LatencyFigures, LatencySource};

@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Kubernetes discovery against an in-process fake API server on loopback: list, watch events
 //! (add, readiness changes, deletes), an expired resource version (410) that forces a re-list,
-//! models from annotations or the pod's `/v1/models`, and the bearer token.
+//! models from annotations or the pod's `/v1/models`, the bearer token, and the API server
+//! reached over HTTPS with the cluster CA (an untrusted certificate is refused).
 
 mod common;
 
@@ -16,6 +17,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use switchyard_sim::{SimConfig, SimWorker};
 use switchyard_workers::discovery::{DiscoveryConfig, spawn};
@@ -115,17 +117,99 @@ impl FakeApi {
         self.cluster.lock().lists
     }
 
-    async fn serve(self) -> String {
-        let app = Router::new()
+    fn app(self) -> Router {
+        Router::new()
             .route("/api/v1/namespaces/{ns}/pods", get(pods))
-            .with_state(self);
+            .with_state(self)
+    }
+
+    async fn serve(self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let app = self.app();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         url
     }
+
+    /// The same API over HTTPS with the certificate and key in `dir` (`server.pem`,
+    /// `server-key.pem`); counts the handshakes that failed.
+    async fn serve_tls(self, dir: &std::path::Path) -> (String, Arc<AtomicU64>) {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", tcp.local_addr().unwrap());
+        let failed = Arc::new(AtomicU64::new(0));
+        let listener = TlsListener {
+            tcp,
+            acceptor: tls_acceptor(dir),
+            failed: failed.clone(),
+        };
+        let app = self.app();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (url, failed)
+    }
+}
+
+fn tls_acceptor(dir: &std::path::Path) -> tokio_rustls::TlsAcceptor {
+    use rustls_pki_types::pem::PemObject;
+    let certs = rustls_pki_types::CertificateDer::pem_file_iter(dir.join("server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_file(dir.join("server-key.pem")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// Accepts TCP connections and completes their TLS handshake before axum sees them.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    failed: Arc<AtomicU64>,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            match self.acceptor.accept(stream).await {
+                Ok(tls) => return (tls, addr),
+                Err(_) => {
+                    self.failed.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// A throwaway CA and a certificate for 127.0.0.1 signed by it.
+fn make_local_ca(dir: &std::path::Path) {
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/tls/make-local-ca.sh");
+    let status = std::process::Command::new("bash")
+        .arg(script)
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run make-local-ca.sh (needs openssl)");
+    assert!(status.success());
 }
 
 async fn pods(
@@ -270,7 +354,13 @@ async fn pods_are_listed_watched_deleted_and_relisted_after_expiry() {
         );
     }
 
-    // Watch: readiness arrives, a new pod appears, a pod goes away.
+    // Watch: readiness arrives, a new pod appears, a pod goes away. (The fake server streams
+    // only events after a watch opens, so wait for it.)
+    eventually("a watch opened", Duration::from_secs(10), || {
+        let cluster = api.cluster.lock();
+        cluster.selectors_seen.len() as u64 > cluster.lists
+    })
+    .await;
     api.put("uid-2", "sim-2", port(2), true, Some("model-2"), false);
     api.put("uid-3", "sim-3", port(3), true, Some("model-3"), false);
     api.delete("uid-0", false);
@@ -374,4 +464,110 @@ async fn a_pod_whose_model_cannot_be_learned_is_never_registered_until_it_can() 
         },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_is_reached_over_https_with_the_cluster_ca_and_token() {
+    let sims = sims(1).await;
+    let api = FakeApi::new();
+    api.put(
+        "uid-0",
+        "sim-0",
+        sims[0].local_addr().port(),
+        true,
+        Some("model-0"),
+        false,
+    );
+    let trusted = tempfile::tempdir().unwrap();
+    make_local_ca(trusted.path());
+    let (url, failed_handshakes) = api.clone().serve_tls(trusted.path()).await;
+    let token = trusted.path().join("token");
+    std::fs::write(&token, "sa-token-tls\n").unwrap();
+
+    // A CA that did not sign the server's certificate: nothing is listed, nothing registered.
+    let other = tempfile::tempdir().unwrap();
+    make_local_ca(other.path());
+    let fixture = Fixture::start(fast_config()).await;
+    let mut untrusted = config(url.clone(), token.display().to_string());
+    untrusted.ca_file = other.path().join("ca.pem").display().to_string();
+    let metrics = prometheus::Registry::new();
+    let refused = spawn(
+        fixture.registry.clone(),
+        fixture.client.clone(),
+        untrusted,
+        &metrics,
+    )
+    .unwrap();
+    eventually(
+        "the untrusted server refused twice",
+        Duration::from_secs(10),
+        || failed_handshakes.load(Ordering::SeqCst) >= 2,
+    )
+    .await;
+    refused.stop();
+    assert!(fixture.registry.specs().is_empty());
+    assert_eq!(api.lists(), 0, "a request reached the untrusted server");
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&metrics.gather())
+        .unwrap();
+    assert!(
+        text.contains(r#"switchyard_discovery_lists_total{reason="error"}"#),
+        "{text}"
+    );
+
+    // A CA file that holds no certificate is a start-up error naming the field.
+    let empty = trusted.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let mut broken = config(url.clone(), String::new());
+    broken.ca_file = empty.display().to_string();
+    let error = spawn(
+        fixture.registry.clone(),
+        fixture.client.clone(),
+        broken,
+        &prometheus::Registry::new(),
+    )
+    .err()
+    .expect("an empty CA bundle is refused");
+    assert!(error.to_string().contains("discovery.ca_file"), "{error}");
+
+    // The cluster CA: listed, watched and authenticated with the service account's token.
+    let mut in_cluster = config(url, token.display().to_string());
+    in_cluster.ca_file = trusted.path().join("ca.pem").display().to_string();
+    let discovery = spawn(
+        fixture.registry.clone(),
+        fixture.client.clone(),
+        in_cluster,
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+    let url_of = |i: usize| format!("http://127.0.0.1:{}", sims[i].local_addr().port());
+    eventually("the listed pod registered", Duration::from_secs(10), || {
+        registered(&fixture).get("sim-0") == Some(&(url_of(0), Some(vec!["model-0".into()])))
+    })
+    .await;
+    // A watch event over the TLS stream: the pod goes away (once the watch is open: the fake
+    // server only streams events that happen after it).
+    eventually("a watch opened", Duration::from_secs(10), || {
+        let cluster = api.cluster.lock();
+        cluster.selectors_seen.len() as u64 > cluster.lists
+    })
+    .await;
+    api.delete("uid-0", false);
+    eventually("the deleted pod drained", Duration::from_secs(10), || {
+        registered(&fixture).is_empty()
+    })
+    .await;
+    let cluster = api.cluster.lock();
+    assert!(cluster.lists >= 1);
+    assert!(
+        !cluster.tokens_seen.is_empty()
+            && cluster
+                .tokens_seen
+                .iter()
+                .all(|t| t == "Bearer sa-token-tls"),
+        "{:?}",
+        cluster.tokens_seen
+    );
+    drop(cluster);
+    discovery.stop();
 }

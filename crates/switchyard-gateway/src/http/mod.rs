@@ -22,6 +22,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/v1/chat/completions", post(inference::chat_completions))
         .route("/v1/completions", post(inference::completions))
         .route("/v1/models", get(ops::models))
+        .route("/v1/models/{*id}", get(ops::model))
         .route("/v1/embeddings", post(surface::embeddings))
         .route("/tokenize", post(surface::tokenize))
         .route("/detokenize", post(surface::detokenize))

@@ -1,9 +1,9 @@
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use crate::state::SharedState;
 
@@ -33,19 +33,45 @@ pub async fn ready(State(state): State<SharedState>) -> Response {
     }
 }
 
+/// The models the registered workers serve, each with the longest context any of its workers
+/// states (`max_model_len`, as vLLM reports it), by id.
+fn model_objects(state: &SharedState) -> BTreeMap<String, serde_json::Value> {
+    let workers = state.stack.registry.directory().snapshot();
+    let mut longest: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for worker in workers.iter() {
+        for model in worker.models().iter().flat_map(|m| m.iter()) {
+            let entry = longest.entry(model.clone()).or_default();
+            *entry = (*entry).max(worker.max_model_len());
+        }
+    }
+    longest
+        .into_iter()
+        .map(|(id, context)| {
+            let mut object =
+                json!({"id": id, "object": "model", "created": 0, "owned_by": "switchyard"});
+            if let Some(context) = context {
+                object["max_model_len"] = context.into();
+            }
+            (id, object)
+        })
+        .collect()
+}
+
 /// The union of the models the registered workers serve.
 pub async fn models(State(state): State<SharedState>) -> Json<serde_json::Value> {
-    let workers = state.stack.registry.directory().snapshot();
-    let names: BTreeSet<String> = workers
-        .iter()
-        .filter_map(|w| w.models())
-        .flat_map(|models| models.as_ref().clone())
-        .collect();
-    let data: Vec<_> = names
-        .into_iter()
-        .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "switchyard"}))
-        .collect();
+    let data: Vec<_> = model_objects(&state).into_values().collect();
     Json(json!({"object": "list", "data": data}))
+}
+
+/// One model (`GET /v1/models/{id}`; ids may hold slashes), or 404 `model_not_found`.
+pub async fn model(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, crate::error::ApiError> {
+    model_objects(&state)
+        .remove(&id)
+        .map(Json)
+        .ok_or_else(|| crate::error::ApiError::model_not_found(&id))
 }
 
 /// The Prometheus text. It names tenants, so `listener.metrics_token`, when set, must come as

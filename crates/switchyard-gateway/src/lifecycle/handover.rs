@@ -8,8 +8,9 @@
 //! and they elect a successor (about `election_timeout_max` + `election_timeout_min..max` of
 //! silence). Staying up as a voter matters: in a three-voter
 //! group where another replica is already down, the survivor cannot win without this vote.
-//! Writes still reaching this node keep the followers' lease fresh; under steady write traffic
-//! the wait can time out, and the group then elects after this node stops, as after a crash.
+//! Meanwhile it proposes no new entries (writers are told there is no leader and retry until
+//! the successor answers): under steady write traffic each replicated entry would otherwise
+//! refresh the followers' lease, and no successor would be elected before the deadline.
 
 use std::time::Duration;
 use switchyard_ledger::LedgerNode;

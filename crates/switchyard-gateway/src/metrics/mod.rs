@@ -192,6 +192,9 @@ impl Metrics {
         registry.register(Box::new(routing_decisions.clone()))?;
         registry.register(Box::new(upstream_errors.clone()))?;
         registry.register(Box::new(client_disconnects.clone()))?;
+        let telemetry = crate::telemetry::counters();
+        registry.register(Box::new(telemetry.exported.clone()))?;
+        registry.register(Box::new(telemetry.dropped.clone()))?;
         Ok(Self {
             registry,
             requests,

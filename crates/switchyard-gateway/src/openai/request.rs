@@ -73,6 +73,9 @@ pub struct ParsedRequest {
     pub include_usage: bool,
 }
 
+/// Prompt bytes per token when judging whether a request fits a worker's context.
+const CONTEXT_BYTES_PER_TOKEN: u64 = 5;
+
 impl ParsedRequest {
     /// Tokens to reserve before the worker reports real usage: about four bytes of prompt
     /// per token, plus the requested output (or `default_output` when none was asked for).
@@ -81,6 +84,27 @@ impl ParsedRequest {
         (self.prompt.len() as u64)
             .div_ceil(4)
             .saturating_add(self.max_tokens.unwrap_or(default_output))
+    }
+
+    /// Context the request needs on a worker: its prompt, counted on the low side (five bytes
+    /// per token, where English runs about four, so a request judged too long is too long by
+    /// the engine's tokenizer too), plus its requested output (at least one token).
+    pub fn context_needed(&self) -> u64 {
+        (self.prompt.len() as u64 / CONTEXT_BYTES_PER_TOKEN)
+            .saturating_add(self.max_tokens.unwrap_or(1).max(1))
+    }
+
+    /// The 400 for a request that fits in none of its model's workers (`longest`: the
+    /// longest context among them).
+    pub fn context_refusal(&self, longest: u64) -> ApiError {
+        let needed = self.context_needed();
+        ApiError::bad_request(
+            "context_length_exceeded",
+            format!(
+                "this request needs at least {needed} tokens of context (prompt, estimated, plus `max_tokens`); the longest context among the workers serving `{}` is {longest}",
+                self.model
+            ),
+        )
     }
 
     /// 400 when the request asks for more output tokens than `cap` allows.

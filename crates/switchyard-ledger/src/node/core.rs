@@ -143,6 +143,12 @@ impl LedgerCore {
         request: WriteRequest,
         within: Duration,
     ) -> Result<CommandResponse, LedgerError> {
+        if self.stepping_down.load(std::sync::atomic::Ordering::SeqCst) {
+            // A leader handing over takes no new entries: each replicated entry would refresh
+            // the followers' lease and hold off the election of its successor. `NoLeader`
+            // (certainly not applied) sends writers round again, to the successor.
+            return Err(LedgerError::NoLeader);
+        }
         let entry = LedgerRequest {
             ts_ms: self.stamp(),
             request_id: request.id,

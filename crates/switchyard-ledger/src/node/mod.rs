@@ -350,8 +350,9 @@ impl LedgerNode {
 
     /// Before a leader stops: no more heartbeats or housekeeping ticks, and no standing for
     /// election again, so the followers' lease lapses and they elect a successor while this
-    /// node still votes (openraft 0.9 has no leadership transfer). Writes that still reach
-    /// this node commit as before, and keep the followers' lease fresh meanwhile.
+    /// node still votes (openraft 0.9 has no leadership transfer). New writes are refused
+    /// meanwhile as `NoLeader` (writers retry and reach the successor): replicating them would
+    /// keep the followers' lease fresh and no successor would ever be elected.
     pub fn step_down(&self) {
         self.core
             .stepping_down

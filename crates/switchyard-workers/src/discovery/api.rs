@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::config::DiscoveryConfig;
 use super::pod::PodView;
-use crate::http_client::HttpClient;
+use super::transport::Transport;
 
 /// Largest list answer read (a namespace of inference pods is far smaller).
 const LIST_LIMIT_BYTES: usize = 64 * 1024 * 1024;
@@ -48,7 +48,7 @@ pub enum WatchEvent {
 }
 
 pub struct Api {
-    client: HttpClient,
+    transport: Transport,
     config: DiscoveryConfig,
 }
 
@@ -66,8 +66,8 @@ fn encode(value: &str) -> String {
 }
 
 impl Api {
-    pub fn new(client: HttpClient, config: DiscoveryConfig) -> Self {
-        Self { client, config }
+    pub fn new(transport: Transport, config: DiscoveryConfig) -> Self {
+        Self { transport, config }
     }
 
     fn pods_uri(&self, extra: &str) -> Result<Uri, ApiError> {
@@ -97,10 +97,10 @@ impl Api {
             .body(Full::new(Bytes::new()))
             .map_err(|e| ApiError::Transport(e.to_string()))?;
         let response = self
-            .client
-            .request(request)
+            .transport
+            .send(request)
             .await
-            .map_err(|e| ApiError::Transport(e.to_string()))?;
+            .map_err(ApiError::Transport)?;
         match response.status() {
             s if s.is_success() => Ok(response),
             StatusCode::GONE => Err(ApiError::Expired),

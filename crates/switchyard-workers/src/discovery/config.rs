@@ -7,10 +7,14 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct DiscoveryConfig {
     pub enabled: bool,
-    /// Base URL of the Kubernetes API, plain HTTP: a `kubectl proxy` sidecar
-    /// (`http://127.0.0.1:8001`, the default) or an authenticating proxy. This build has no
-    /// TLS client, so the API server's own HTTPS endpoint cannot be used directly.
+    /// Base URL of the Kubernetes API: the API server itself over HTTPS (in a pod
+    /// `https://kubernetes.default.svc`, with `ca_file` and `bearer_file` from the service
+    /// account), or plain HTTP to a `kubectl proxy` sidecar (`http://127.0.0.1:8001`, the
+    /// default) or another authenticating proxy.
     pub api_server: String,
+    /// PEM bundle the API server's certificate is verified against (https only; read at
+    /// start); empty = the service account's `ca.crt`.
+    pub ca_file: String,
     /// Namespace whose pods are watched; empty = this pod's own namespace (from the service
     /// account's namespace file), else `default`.
     pub namespace: String,
@@ -43,6 +47,7 @@ impl Default for DiscoveryConfig {
         Self {
             enabled: false,
             api_server: "http://127.0.0.1:8001".into(),
+            ca_file: String::new(),
             namespace: String::new(),
             label_selector: "app.kubernetes.io/component=inference-worker".into(),
             port: 8000,
@@ -67,6 +72,8 @@ pub struct DiscoveryConfigError {
 
 /// Where Kubernetes mounts the pod's namespace.
 const NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+/// Where Kubernetes mounts the cluster CA that signed the API server's certificate.
+pub const SERVICE_ACCOUNT_CA_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
 
 impl DiscoveryConfig {
     /// The namespace to watch: the configured one, else this pod's, else `default`.
@@ -81,6 +88,15 @@ impl DiscoveryConfig {
             .unwrap_or_else(|| "default".to_string())
     }
 
+    /// The CA bundle for an https API server: the configured one, else the service account's.
+    pub fn effective_ca_file(&self) -> String {
+        if self.ca_file.is_empty() {
+            SERVICE_ACCOUNT_CA_FILE.to_string()
+        } else {
+            self.ca_file.clone()
+        }
+    }
+
     pub fn validate(&self) -> Result<(), DiscoveryConfigError> {
         let fail = |field, message: &str| {
             Err(DiscoveryConfigError {
@@ -92,14 +108,16 @@ impl DiscoveryConfig {
             return Ok(());
         }
         match self.api_server.parse::<http::Uri>() {
-            Ok(uri) if uri.scheme_str() == Some("http") && uri.authority().is_some() => {}
-            Ok(uri) if uri.scheme_str() == Some("https") => {
+            Ok(uri)
+                if matches!(uri.scheme_str(), Some("http" | "https"))
+                    && uri.authority().is_some()
+                    && uri.path().trim_end_matches('/').is_empty() => {}
+            _ => {
                 return fail(
                     "api_server",
-                    "https is not supported (no TLS client in this build); run a `kubectl proxy` sidecar and point this at http://127.0.0.1:8001",
+                    "must be an https://host[:port] or http://host:port URL without a path",
                 );
             }
-            _ => return fail("api_server", "must be an http://host:port URL"),
         }
         if self.label_selector.is_empty() {
             return fail(
@@ -139,7 +157,16 @@ mod tests {
         };
         assert_eq!(config.validate(), Ok(()));
         config.api_server = "https://kubernetes.default.svc".into();
-        assert_eq!(config.validate().map_err(|e| e.field), Err("api_server"));
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(config.effective_ca_file(), SERVICE_ACCOUNT_CA_FILE);
+        for bad in ["kubernetes.default.svc", "ftp://x", "https://x/api"] {
+            config.api_server = bad.into();
+            assert_eq!(
+                config.validate().map_err(|e| e.field),
+                Err("api_server"),
+                "{bad}"
+            );
+        }
         config.api_server = "http://127.0.0.1:8001".into();
         config.label_selector.clear();
         assert_eq!(

@@ -12,6 +12,7 @@ use super::api::{Api, ApiError, WatchEvent};
 use super::config::DiscoveryConfig;
 use super::metrics::DiscoveryMetrics;
 use super::reconcile::Reconciler;
+use super::transport::{Transport, TransportError};
 use crate::http_client::HttpClient;
 use crate::registry::Registry;
 
@@ -34,19 +35,28 @@ impl Drop for KubernetesDiscovery {
     }
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryStartError {
+    #[error("discovery metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
 /// Starts watching. `metrics` receives the `switchyard_discovery_*` families.
 pub fn spawn(
     registry: Registry,
     client: HttpClient,
     config: DiscoveryConfig,
     metrics: &prometheus::Registry,
-) -> Result<KubernetesDiscovery, prometheus::Error> {
+) -> Result<KubernetesDiscovery, DiscoveryStartError> {
+    let transport = Transport::new(client.clone(), &config)?;
     let metrics = DiscoveryMetrics::register(metrics)?;
     let config = DiscoveryConfig {
         namespace: config.effective_namespace(),
         ..config
     };
-    let api = Api::new(client.clone(), config.clone());
+    let api = Api::new(transport, config.clone());
     let reconciler = Reconciler::new(registry, client, config.clone(), metrics);
     let task = tokio::spawn(run(api, reconciler, config));
     Ok(KubernetesDiscovery { task })

@@ -1,5 +1,8 @@
-//! Child actor: learns the worker's models from `GET /v1/models`, retrying until it
-//! succeeds, then stops. Its own actor so a hanging worker never blocks the supervisor.
+//! Child actor: learns the worker's models and context length from `GET /v1/models`,
+//! retrying until it succeeds, then stops. A worker whose models are configured keeps them and
+//! is asked only for its context length, a bounded number of times (a plain OpenAI-compatible
+//! upstream may have no such endpoint). Its own actor so a hanging worker never blocks the
+//! supervisor.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::time::Duration;
@@ -11,12 +14,15 @@ use crate::http_client::get_json;
 
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) const DISCOVERY_RETRY: Duration = Duration::from_secs(2);
+/// Tries for the context length of a worker whose models are configured (a minute).
+const CONTEXT_TRIES: u32 = 30;
 
 pub(crate) struct Discovery;
 
 impl Actor for Discovery {
     type Msg = Tick;
-    type State = ChildArgs;
+    /// The worker, and the tries so far.
+    type State = (ChildArgs, u32);
     type Arguments = ChildArgs;
 
     async fn pre_start(
@@ -25,7 +31,7 @@ impl Actor for Discovery {
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         myself.send_message(Tick)?;
-        Ok(args)
+        Ok((args, 0))
     }
 
     async fn handle(
@@ -34,7 +40,10 @@ impl Actor for Discovery {
         _tick: Tick,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if discover_models(state).await {
+        let (args, tries) = state;
+        *tries += 1;
+        let configured = args.handle.models().is_some();
+        if discover_models(args, configured).await || (configured && *tries >= CONTEXT_TRIES) {
             myself.stop(Some("models discovered".into()));
         } else {
             // Ractor owns the timer task and drops the message if this actor has stopped.
@@ -44,8 +53,9 @@ impl Actor for Discovery {
     }
 }
 
-/// `true` when done (models known, or the URI can never work).
-async fn discover_models(state: &ChildArgs) -> bool {
+/// `true` when done (models known, or the URI can never work). A worker with `configured`
+/// models keeps them; only its context length is learned.
+async fn discover_models(state: &ChildArgs, configured: bool) -> bool {
     let worker = state.handle.name();
     let uri = match state.handle.uri_for("/v1/models") {
         Ok(uri) => uri,
@@ -72,7 +82,9 @@ async fn discover_models(state: &ChildArgs) -> bool {
             if let Some(tokens) = max_model_len {
                 state.handle.set_max_model_len(tokens);
             }
-            state.handle.set_models(models);
+            if !configured {
+                state.handle.set_models(models);
+            }
             true
         }
         Err(error) => {

@@ -5,7 +5,7 @@
 //! ├── HealthChecker  probes the health path every interval
 //! ├── Collector      scrapes /metrics (or gateway observations), publishes p90s
 //! ├── Prober         only while overloaded or hung: traffic-shaped streamed probes
-//! └── Discovery      until the worker's models are known
+//! └── Discovery      until the worker's models and context length are known
 //! ```
 //!
 //! Children do the I/O and report to the supervisor; the supervisor owns the decisions and
@@ -166,9 +166,8 @@ impl Actor for WorkerSupervisor {
         myself.send_after(period, || WorkerMsg::Watch);
         state.spawn(ChildKind::Health, &myself).await;
         state.spawn(ChildKind::Collector, &myself).await;
-        if state.handle.models().is_none() {
-            state.spawn(ChildKind::Discovery, &myself).await;
-        }
+        // Also for configured models: the context length comes from `/v1/models` too.
+        state.spawn(ChildKind::Discovery, &myself).await;
         state.sync_prober(&myself).await;
         Ok(())
     }

@@ -47,12 +47,15 @@ async fn killed_children_are_restarted_and_the_worker_keeps_its_state() {
         .collect();
     assert_eq!(
         before.len(),
-        2,
-        "health checker and collector; no discovery, no prober"
+        3,
+        "health checker, collector and discovery (asking the configured worker's context \
+         length); no prober"
     );
     for child in supervisor.get_children() {
         child.kill();
     }
+    // Health checker and collector come back; discovery of a worker whose models are
+    // configured does not (its context length is best effort).
     wait_for("two fresh children", || {
         let now = supervisor.get_children();
         now.len() == 2 && now.iter().all(|c| !before.contains(&c.get_id()))
