@@ -152,7 +152,7 @@ async fn a_leader_hands_over_under_steady_write_traffic() {
         handover: Duration::from_secs(10),
     };
     let started = std::time::Instant::now();
-    let outcome = drain_and_stop(leader, plan).await;
+    let outcome = leader.drain_and_stop(plan).await;
     let took = started.elapsed();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     // (ok, failed) per replica.

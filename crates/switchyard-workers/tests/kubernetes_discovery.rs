@@ -443,7 +443,13 @@ async fn a_pod_whose_model_cannot_be_learned_is_never_registered_until_it_can() 
         "no token configured, none sent"
     );
 
-    // The pod now points at a live worker: its model is learned and it is registered.
+    // The pod now points at a live worker: its model is learned and it is registered (once
+    // the watch is open: the fake server streams only later events).
+    eventually("a watch opened", Duration::from_secs(10), || {
+        let cluster = api.cluster.lock();
+        cluster.selectors_seen.len() as u64 > cluster.lists
+    })
+    .await;
     api.put(
         "uid-x",
         "mystery",

@@ -22,14 +22,17 @@ fn span(n: usize) -> SpanRecord {
     }
 }
 
+/// Each post's content type and body.
+type Posts = Arc<Mutex<Vec<(String, Value)>>>;
+
 /// A fake OTLP collector on loopback: records each posted body, answers `status`.
-async fn collector(status: u16) -> (String, Arc<Mutex<Vec<(String, Value)>>>) {
-    let posts: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+async fn collector(status: u16) -> (String, Posts) {
+    let posts: Posts = Arc::default();
     let app = Router::new()
         .route(
             "/v1/traces",
             post(
-                move |State(posts): State<Arc<Mutex<Vec<(String, Value)>>>>,
+                move |State(posts): State<Posts>,
                       headers: http::HeaderMap,
                       body: String| async move {
                     let content_type = headers
