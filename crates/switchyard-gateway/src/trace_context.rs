@@ -13,6 +13,8 @@ pub const TRACEPARENT: &str = "traceparent";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceContext {
     pub trace_id: String,
+    /// The client's span (its `traceparent` parent id); empty when it sent none.
+    pub parent_id: String,
     pub flags: String,
 }
 
@@ -26,13 +28,18 @@ impl TraceContext {
             .and_then(parse)
             .unwrap_or_else(|| Self {
                 trace_id: trace_id_from(request_id),
+                parent_id: String::new(),
                 flags: "01".into(),
             })
     }
 
     /// The header for one upstream attempt, with a fresh parent (span) id.
     pub fn child_header(&self) -> HeaderValue {
-        let span_id = format!("{:016x}", nonzero(rand::random::<u64>()));
+        self.header_for(&format!("{:016x}", nonzero(rand::random::<u64>())))
+    }
+
+    /// The header naming `span_id` (the attempt's span) as the worker's parent.
+    pub fn header_for(&self, span_id: &str) -> HeaderValue {
         let text = format!("00-{}-{span_id}-{}", self.trace_id, self.flags);
         HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
@@ -60,6 +67,7 @@ fn parse(value: &str) -> Option<TraceContext> {
         && hex(flags, 2);
     valid.then(|| TraceContext {
         trace_id: trace_id.to_string(),
+        parent_id: parent_id.to_string(),
         flags: flags.to_string(),
     })
 }

@@ -4,6 +4,7 @@
 
 use switchyard_admission::AdmissionPermit;
 use switchyard_core::RequestTags;
+use tracing::Instrument;
 
 use super::context::RequestContext;
 use crate::error::ApiError;
@@ -18,9 +19,15 @@ pub(super) async fn admit(
     request: &ParsedRequest,
 ) -> Result<AdmissionPermit, ApiError> {
     let estimate = request.estimated_tokens(DEFAULT_OUTPUT_ESTIMATE);
+    let span = tracing::debug_span!(
+        "admit",
+        priority = tags.priority.as_str(),
+        estimated_tokens = estimate
+    );
     ctx.stack
         .admission
         .admit(tags, estimate)
+        .instrument(span)
         .await
         .map_err(ApiError::refused)
 }

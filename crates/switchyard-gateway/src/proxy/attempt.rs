@@ -117,14 +117,15 @@ const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(2);
 /// still left before the client has seen anything. Gives up at `first_byte` (or the request
 /// timeout, if sooner), or at once when the worker is taken out of routing meanwhile.
 /// `bytes_due` tells the worker's hung detection when this request should be producing.
-/// Extra headers (the request's tags) are added to the upstream request.
+/// Extra headers (the request's tags) are added to the upstream request; `span_id` (the
+/// attempt's span) goes to the worker as its `traceparent` parent.
 pub async fn attempt(
     ctx: &RequestContext<'_>,
     worker: &Arc<WorkerHandle>,
     body: Bytes,
     extra_headers: &[(&'static str, HeaderValue)],
-    first_byte: Duration,
-    bytes_due: Option<Duration>,
+    (first_byte, bytes_due): (Duration, Option<Duration>),
+    span_id: &str,
 ) -> Result<UpstreamResponse, AttemptFailure> {
     let stack = ctx.stack;
     let name = worker.name().to_string();
@@ -142,7 +143,7 @@ pub async fn attempt(
         .header(headers::REQUEST_ID, ctx.request_id)
         .header(
             TRACEPARENT,
-            TraceContext::for_request(ctx.client_headers, ctx.request_id).child_header(),
+            TraceContext::for_request(ctx.client_headers, ctx.request_id).header_for(span_id),
         );
     for name in FORWARDED_REQUEST_HEADERS {
         if let Some(value) = ctx.client_headers.get(name) {
@@ -199,7 +200,7 @@ pub async fn attempt(
         Wait::Done(Ok(response)) => response,
     };
     worker.note_progress();
-    let (parts, mut body) = response.into_parts();
+    let (mut parts, mut body) = response.into_parts();
     if parts.status.is_server_error() {
         let detail = read_error_body(body).await;
         return Err(AttemptFailure::ServerError {
@@ -209,7 +210,9 @@ pub async fn attempt(
         });
     }
     let mut first_chunk = None;
-    if is_event_stream(&parts.headers) {
+    if parts.status.is_client_error() {
+        first_chunk = Some(super::engine_error::normalise(&mut parts, &mut body).await);
+    } else if is_event_stream(&parts.headers) {
         loop {
             match within(body.frame(), deadline, &mut filtered).await {
                 Wait::Expired => return Err(expired()),

@@ -51,6 +51,9 @@ pub struct ResponseMeter {
     pub on_finish: Option<FinishHook>,
     /// Estimated prompt tokens: with the chunks streamed, what a broken stream is settled on.
     pub prompt_tokens: u64,
+    /// The `stream` span: open while the body is (it ends with the last byte, or when the
+    /// client goes away).
+    pub _span: tracing::Span,
 }
 
 /// The worker's response body passed through frame by frame (never buffered), measuring

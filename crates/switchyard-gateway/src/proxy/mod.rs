@@ -8,12 +8,15 @@
 //! 5. `admit` — budget, rate, concurrency and the priority queue; the permit is held to the end;
 //! 6. `select` — prefilters, then the routing policy (asked again on each retry);
 //! 7. `retry` + `attempt` — an attempt per worker until one answers its first byte in time,
-//!    retried on another worker within the retry budget;
+//!    retried on another worker within the retry budget; an engine's 4xx in OpenAI's shape
+//!    (`engine_error`);
 //! 8. `stream` — the worker's body to the client through the metered body;
 //! 9. `settle` — at the end: the permit settled with the real usage, spend booked by purpose,
 //!    the response cache filled; the degradation disclosure on the answer.
 //!
-//! Warmups enter at [`dispatch_warmup`] (stage 5) with their own tags and body.
+//! Warmups enter at [`dispatch_warmup`] (stage 5) with their own tags and body. The stages
+//! 5 to 8 run in `admit`, `select`, `attempt` and `stream` spans under the `request` span
+//! (exported over OTLP when `--otlp-endpoint` is set: `telemetry`).
 
 mod admit;
 mod attempt;
@@ -22,6 +25,7 @@ pub mod body_budget;
 mod context;
 pub mod deadline;
 mod degrade;
+mod engine_error;
 mod identity;
 mod metered_body;
 mod parse;
@@ -50,6 +54,7 @@ use crate::error::ApiError;
 use crate::headers;
 use crate::openai::{ParsedRequest, Route};
 use crate::state::{AppState, SharedState, Stack};
+use crate::trace_context::TraceContext;
 
 /// Serves one OpenAI inference request end to end. Never panics on input; every failure
 /// becomes an OpenAI-shaped error response.
@@ -67,11 +72,16 @@ pub async fn handle_at(
     body: Body,
 ) -> Response {
     let request_id = request_id(&client_headers);
+    // The trace ids are read by the OTLP exporter (`telemetry`), not printed as fields.
+    let trace = TraceContext::for_request(&client_headers, &request_id);
     let span = tracing::info_span!(
         "request",
         request_id = %request_id,
         route = route.label(),
-        caller = tracing::field::Empty
+        caller = tracing::field::Empty,
+        status = tracing::field::Empty,
+        trace_id = %trace.trace_id,
+        parent_span_id = %trace.parent_id,
     );
     async move {
         let ctx = RequestContext {
@@ -90,6 +100,7 @@ pub async fn handle_at(
         if let Ok(value) = HeaderValue::from_str(&request_id) {
             response.headers_mut().insert(headers::REQUEST_ID, value);
         }
+        tracing::Span::current().record("status", response.status().as_u16());
         response
     }
     .instrument(span)

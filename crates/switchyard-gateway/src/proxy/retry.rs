@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 use rand::Rng;
 use switchyard_core::{Purpose, RequestTags, WorkerId};
+use tracing::Instrument;
 
 use super::attempt::{self, AttemptFailure, UpstreamResponse};
 use super::context::RequestContext;
@@ -41,7 +42,9 @@ pub(super) async fn send_with_retries(
     let mut last_failure: Option<AttemptFailure> = None;
     let prompt_tokens = (request.prompt.len() as u64).div_ceil(4);
     loop {
-        let (worker, decision) = match selector.next(&tried) {
+        let selected =
+            tracing::debug_span!("select", tried = tried.len()).in_scope(|| selector.next(&tried));
+        let (worker, decision) = match selected {
             Ok(selected) => selected,
             // Nowhere else to go: the client learns why the last attempt failed.
             Err(error) => {
@@ -99,7 +102,25 @@ pub(super) async fn send_with_retries(
             .deadline(&pace, request, prompt_tokens)
             .unwrap_or_else(|| config.upstream.request_timeout());
         let due = first_byte_config.bytes_due(&pace, request, prompt_tokens);
-        let attempt = attempt::attempt(ctx, &worker, body.clone(), &tag_headers, first_byte, due);
+        // The attempt's span id is the parent the worker sees in `traceparent`.
+        let span_id = crate::telemetry::new_span_id();
+        let span = tracing::debug_span!(
+            "attempt",
+            worker = worker.name(),
+            branch = decision.branch,
+            retry = is_retry,
+            span_id = %span_id,
+            error = tracing::field::Empty,
+        );
+        let attempt = attempt::attempt(
+            ctx,
+            &worker,
+            body.clone(),
+            &tag_headers,
+            (first_byte, due),
+            &span_id,
+        )
+        .instrument(span.clone());
         let failure = match attempt.await {
             Ok(mut response) => {
                 metrics.first_byte.with_label_values(&["in_time"]).inc();
@@ -108,6 +129,7 @@ pub(super) async fn send_with_retries(
             }
             Err(failure) => failure,
         };
+        span.record("error", failure.kind());
         metrics
             .upstream_errors
             .with_label_values(&[failure.kind()])

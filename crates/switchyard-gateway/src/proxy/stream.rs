@@ -72,6 +72,12 @@ pub(super) fn respond(
         status: parts.status,
         on_finish,
         prompt_tokens,
+        _span: tracing::debug_span!(
+            "stream",
+            worker = worker.name(),
+            status = parts.status.as_u16(),
+            sse = is_sse
+        ),
     };
     let idle_timeout = ctx.stack.config().upstream.stream_idle_timeout();
     let metered = MeteredBody::new(body, meter, is_sse)
