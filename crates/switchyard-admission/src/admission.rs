@@ -18,27 +18,9 @@ use crate::overload::{DetectorEvent, GatewayState, OverloadDetector};
 use crate::permit::AdmissionPermit;
 use crate::refusal::{Refusal, code, gate};
 use crate::retry_after::{exponent, retry_after};
+use crate::shared::{Admission, Inner};
 use crate::snapshot::{self, AdmissionSnapshot};
 use crate::wfq::{Dispatcher, QueueRefusal};
-
-/// Admission control for one gateway process; cheap to clone (shared).
-#[derive(Clone)]
-pub struct Admission {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) config: AdmissionConfig,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) identity: Identity,
-    pub(crate) gates: GateChain,
-    pub(crate) dispatcher: Arc<Dispatcher>,
-    // Lock order: detector, then dispatcher (applying a transition); never the reverse.
-    pub(crate) detector: Mutex<OverloadDetector>,
-    pub(crate) metrics: AdmissionMetrics,
-    /// Degradation's share of `max_concurrent` (f64 bits), on top of the recovery ramp's.
-    pub(crate) degradation_ratio: AtomicU64,
-}
 
 impl Admission {
     pub fn new(

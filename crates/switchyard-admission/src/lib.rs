@@ -31,11 +31,11 @@ mod overload;
 mod permit;
 mod refusal;
 mod retry_after;
+mod shared;
 mod snapshot;
 mod water;
 mod wfq;
 
-pub use admission::Admission;
 pub use config::{
     AdaptiveConfig, AdmissionConfig, AnonymousAccess, DetectorConfig, GatesConfig, IdentityConfig,
     PerClass, PurposeLimits, RampConfig, RetryAfterConfig, ScopeLimits, TenantConfig, WfqConfig,
@@ -50,4 +50,5 @@ pub use overload::{GatewayState, OverloadSignals, Verdict};
 pub use permit::AdmissionPermit;
 pub use refusal::{Refusal, code, gate};
 pub use retry_after::{MAX_STREAK_EXTRA, backoff, exponent, retry_after};
+pub use shared::Admission;
 pub use snapshot::{AdmissionSnapshot, PerClassCounts, ScopeSnapshot};

@@ -8,7 +8,33 @@ use switchyard_core::Priority;
 
 use crate::gates::Settlement;
 use crate::overload::{GatewayState, Verdict};
-use crate::wfq::DispatchPath;
+
+/// How a slot was handed out, one counter each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DispatchPath {
+    /// Taken free on arrival.
+    Free,
+    /// A queued class below its guaranteed minimum share, served first.
+    Guarantee,
+    /// A queued request picked by weighted fair queuing.
+    Wfq,
+}
+
+impl DispatchPath {
+    pub(crate) const ALL: [DispatchPath; 3] = [
+        DispatchPath::Free,
+        DispatchPath::Guarantee,
+        DispatchPath::Wfq,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DispatchPath::Free => "free_slot",
+            DispatchPath::Guarantee => "guarantee",
+            DispatchPath::Wfq => "wfq",
+        }
+    }
+}
 
 const WAIT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::RequestTags;
 
-use crate::admission::Inner;
 use crate::gates::Holdings;
+use crate::shared::Inner;
 use crate::wfq::DispatchSlot;
 
 /// Hold it for the whole request, gateway retries included; then `settle` it with the real

@@ -3,9 +3,9 @@
 use serde::Serialize;
 use switchyard_core::QuotaScope;
 
-use crate::admission::Inner;
 use crate::gates::callers::ScopeGates;
 use crate::overload::{GatewayState, OverloadSignals};
+use crate::shared::Inner;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AdmissionSnapshot {

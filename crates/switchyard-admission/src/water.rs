@@ -6,9 +6,9 @@
 
 use switchyard_core::{Priority, QuotaScope, RequestTags};
 
-use crate::admission::Admission;
 use crate::config::TenantConfig;
 use crate::overload::GatewayState;
+use crate::shared::Admission;
 
 /// Days in the ledger's fixed-length "month" (see `BudgetPeriod::Month`).
 const DAYS_PER_MONTH: f64 = 30.0;

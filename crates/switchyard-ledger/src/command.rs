@@ -15,6 +15,9 @@ pub const MAX_OVERRIDE_DURATION_MS: u64 = 2 * 60 * 60 * 1000;
 /// crashed node's unspent slice stays held.
 pub const MAX_LEASE_TTL_MS: u64 = 60_000;
 
+/// A share value meaning "the budget sets no such limit".
+pub const UNLIMITED_SHARE: u64 = u64::MAX;
+
 /// A budget is drawn down through leases; an approved override is a second, temporary pool.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PoolId {

@@ -2,7 +2,7 @@
 //! dispatch capacity (level 1 and worse run at a share of `max_concurrent`), on top of the
 //! recovery ramp; the optional adaptive limit (`adaptive`) caps it by observed latency.
 
-mod adaptive;
+pub(crate) mod adaptive;
 
 pub(crate) use adaptive::AdaptiveLimit;
 
@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use tracing::info;
 
 use crate::AdmissionError;
-use crate::admission::{Admission, Inner};
+use crate::shared::{Admission, Inner};
 
 impl Admission {
     /// Scales the dispatch capacity to `ratio` (0 < ratio ≤ 1) of what the overload detector

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use switchyard_core::{Priority, Purpose, Secret};
 
-use super::GatesConfig;
+use super::gates::GatesConfig;
 
 /// One `[[admission.tenants]]` entry.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

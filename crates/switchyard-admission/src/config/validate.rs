@@ -321,6 +321,13 @@ fn fraction_or_zero(field: &str, value: f64) -> Check {
     Ok(())
 }
 
+impl AdmissionConfig {
+    /// Checks every value; the error names the field, e.g. `tenants[1].api_key`.
+    pub fn validate(&self) -> Result<(), crate::AdmissionError> {
+        validate(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

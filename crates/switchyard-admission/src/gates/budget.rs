@@ -6,7 +6,7 @@ use switchyard_core::{
     FleetLimit, Priority, Purpose, QuotaError, QuotaLedger, QuotaScope, RequestTags, SpendTags,
 };
 
-use super::Holdings;
+use super::holdings::Holdings;
 use crate::config::GatesConfig;
 use crate::refusal::{Refusal, code, gate};
 

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{ANONYMOUS, OTHER, UNKNOWN};
+use super::reserved::{ANONYMOUS, OTHER, UNKNOWN};
 use crate::config::TenantConfig;
 
 /// The first `top_n` configured tenants keep their caller name as a label; every other

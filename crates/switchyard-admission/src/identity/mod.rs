@@ -4,6 +4,7 @@
 mod key_digest;
 mod labels;
 mod recent_ids;
+mod reserved;
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
@@ -18,20 +19,14 @@ use crate::config::{AdmissionConfig, AnonymousAccess, TenantConfig};
 use key_digest::KeyDigest;
 pub use labels::CallerLabels;
 use recent_ids::RecentRequestIds;
+pub(crate) use reserved::RESERVED_CALLERS;
+pub use reserved::{ANONYMOUS, OTHER, UNKNOWN};
 
 pub const PRIORITY_HEADER: &str = "x-switchyard-priority";
 pub const PURPOSE_HEADER: &str = "x-switchyard-purpose";
 pub const RETRY_COUNT_HEADER: &str = "x-switchyard-retry-count";
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub const API_KEY_HEADER: &str = "x-api-key";
-
-/// Caller of every request when no tenant is configured.
-pub const ANONYMOUS: &str = "anonymous";
-/// Metric label of callers beyond the labelled top N.
-pub const OTHER: &str = "other";
-/// Metric label of requests refused before a caller was known.
-pub const UNKNOWN: &str = "unknown";
-pub(crate) const RESERVED_CALLERS: [&str; 3] = [ANONYMOUS, OTHER, UNKNOWN];
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {

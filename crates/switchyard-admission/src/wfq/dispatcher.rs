@@ -16,8 +16,8 @@ use tokio::time::Instant;
 
 use super::deadline::{ServiceTime, expected_wait};
 use super::discipline::WfqCore;
-use crate::capacity::AdaptiveLimit;
-use crate::metrics::QueueGauges;
+use crate::capacity::adaptive::AdaptiveLimit;
+use crate::metrics::{DispatchPath, QueueGauges};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum QueueRefusal {
@@ -44,33 +44,6 @@ impl QueueRefusal {
 enum Grant {
     Slot,
     Shed,
-}
-
-/// How a slot was handed out, one counter each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DispatchPath {
-    /// Taken free on arrival.
-    Free,
-    /// A queued class below its guaranteed minimum share, served first.
-    Guarantee,
-    /// A queued request picked by weighted fair queuing.
-    Wfq,
-}
-
-impl DispatchPath {
-    pub(crate) const ALL: [DispatchPath; 3] = [
-        DispatchPath::Free,
-        DispatchPath::Guarantee,
-        DispatchPath::Wfq,
-    ];
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            DispatchPath::Free => "free_slot",
-            DispatchPath::Guarantee => "guarantee",
-            DispatchPath::Wfq => "wfq",
-        }
-    }
 }
 
 /// Occupancy, for the snapshot.

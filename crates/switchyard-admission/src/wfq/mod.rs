@@ -4,4 +4,4 @@ mod deadline;
 mod discipline;
 mod dispatcher;
 
-pub(crate) use dispatcher::{DispatchPath, DispatchSlot, Dispatcher, QueueRefusal};
+pub(crate) use dispatcher::{DispatchSlot, Dispatcher, QueueRefusal};

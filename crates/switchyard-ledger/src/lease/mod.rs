@@ -1,8 +1,7 @@
 //! Node-side leases. [`LeaseTable`] is what the hot path reads (a published set of
-//! [`LocalLease`]s, one per pool); the keeper task (`keeper`) acquires, renews and releases
-//! them through the ledger in the background.
+//! [`LocalLease`]s, one per pool); the keeper task (`node::lease_keeper`) acquires, renews
+//! and releases them through the ledger in the background.
 
-pub(crate) mod keeper;
 mod local;
 mod set;
 mod shares;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use switchyard_core::QuotaScope;
 
-use super::LocalLease;
+use super::local::LocalLease;
 use crate::command::PoolId;
 use crate::view::{ActiveOverride, LedgerView};
 

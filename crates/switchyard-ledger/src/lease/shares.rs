@@ -6,8 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// A share value meaning "the budget sets no such limit".
-pub const UNLIMITED_SHARE: u64 = u64::MAX;
+pub use crate::command::UNLIMITED_SHARE;
 
 /// Bucket capacity in seconds of the rate (SPEC §3: capacity = rate × 1.5 s).
 pub const BURST: Duration = Duration::from_millis(1_500);

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
-use super::{HttpTransport, TransportError};
+use super::transport::{HttpTransport, TransportError};
 use crate::codec::{decode, encode};
 use crate::command::NodeId;
 use crate::raft_types::{RaftNode, TypeConfig};

@@ -13,7 +13,7 @@ use axum::routing::post;
 use serde::Serialize;
 use std::sync::Arc;
 
-use super::{FROM_HEADER, MAX_RPC_BODY_BYTES, SECRET_HEADER};
+use super::wire::{FROM_HEADER, MAX_RPC_BODY_BYTES, SECRET_HEADER};
 use crate::codec::{decode, encode};
 use crate::command::WriteRequest;
 use crate::error::WireError;

@@ -12,7 +12,9 @@ use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{FROM_HEADER, FaultSwitch, PeerTls, SECRET_HEADER};
+use super::fault::FaultSwitch;
+use super::peer_tls::PeerTls;
+use super::wire::{FROM_HEADER, SECRET_HEADER};
 use crate::command::NodeId;
 
 /// Largest answer read from a peer (snapshots travel in chunks well below it).

@@ -5,6 +5,7 @@
 mod attempt;
 pub(crate) mod core;
 mod housekeeping;
+mod lease_keeper;
 mod ledger_time;
 mod operator;
 pub mod reads;
@@ -29,7 +30,6 @@ use crate::error::LedgerError;
 use crate::journal::writer::JournalWriter;
 use crate::journal::{SpendJournal, reclaim};
 use crate::lease::LeaseTable;
-use crate::lease::keeper::LeaseKeeper;
 use crate::metrics::LedgerMetrics;
 use crate::network::tls_listener::TlsListener;
 use crate::network::{FaultSwitch, HttpTransport, NetworkFactory, SNAPSHOT_CHUNK_BYTES, server};
@@ -38,6 +38,7 @@ use crate::raft_types::LedgerRaft;
 use crate::spend::{SpendAccumulator, SpendReporter};
 use crate::store::{LogStore, StateMachineStore, StoreEvents, identity, open_database};
 use crate::view::LedgerView;
+use lease_keeper::LeaseKeeper;
 
 /// What `status` reports (local view, not linearizable).
 #[derive(Clone, Debug, PartialEq, Eq)]

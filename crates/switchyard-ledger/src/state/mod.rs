@@ -23,7 +23,7 @@ pub use spend::{SPLIT_RETENTION_MINUTES, SpendLedger, SpendRatios};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::command::{BudgetSpec, Command, CommandResponse, LeaseDenied, PoolId};
+use crate::command::{BudgetSpec, Command, CommandResponse, LeaseDenied, LedgerRequest, PoolId};
 
 /// Counts kept inside the replicated state (same on every replica).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -313,5 +313,28 @@ impl LedgerState {
 fn rejected(reason: &str) -> CommandResponse {
     CommandResponse::Rejected {
         reason: reason.to_owned(),
+    }
+}
+
+impl LedgerState {
+    /// Applies one log entry: a request id seen before is answered with its first outcome and
+    /// changes nothing but ledger time; a new one applies and its answer is remembered.
+    pub fn apply_request(&mut self, index: u64, request: &LedgerRequest) -> CommandResponse {
+        if let Some(first) = request
+            .request_id
+            .and_then(|id| self.requests.answer(&id).cloned())
+        {
+            self.apply(index, request.ts_ms, &Command::Tick);
+            self.counters.duplicate_requests += 1;
+            self.requests.evict(self.now_ms);
+            return first;
+        }
+        let response = self.apply(index, request.ts_ms, &request.command);
+        if let Some(id) = request.request_id {
+            self.requests
+                .remember(id, index, request.ts_ms, response.clone());
+        }
+        self.requests.evict(self.now_ms);
+        response
     }
 }

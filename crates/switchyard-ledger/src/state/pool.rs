@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use crate::command::{
     BudgetSpec, LeaseDenied, LeaseGrant, LeaseRequest, MAX_LEASE_TTL_MS, NodeId, PoolId,
+    UNLIMITED_SHARE,
 };
-use crate::lease::UNLIMITED_SHARE;
 use crate::state::reclaim::Unreported;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,8 +7,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
-use super::LedgerState;
-use crate::command::{Command, CommandResponse, LedgerRequest, RequestId};
+use crate::command::{CommandResponse, RequestId};
 
 /// How long an answer is kept, in ledger time. A writer retries for its write timeout (3 s by
 /// default); the margin covers an entry committed late by a new leader and clock skew between
@@ -51,14 +50,20 @@ impl RequestLog {
         self.answers.is_empty()
     }
 
-    fn remember(&mut self, id: RequestId, index: u64, ts_ms: u64, response: CommandResponse) {
+    pub(super) fn remember(
+        &mut self,
+        id: RequestId,
+        index: u64,
+        ts_ms: u64,
+        response: CommandResponse,
+    ) {
         self.answers.insert(id, Remembered { index, response });
         self.order.push_back((ts_ms, id));
     }
 
     /// Forgets answers older than the memory window at ledger time `now_ms`, and the oldest
     /// beyond the size cap. Walks in apply order only, so every replica forgets the same ids.
-    fn evict(&mut self, now_ms: u64) {
+    pub(super) fn evict(&mut self, now_ms: u64) {
         while let Some(&(ts_ms, id)) = self.order.front() {
             let too_old = ts_ms.saturating_add(REQUEST_MEMORY_MS) < now_ms;
             if !too_old && self.order.len() <= MAX_REMEMBERED_REQUESTS {
@@ -70,33 +75,12 @@ impl RequestLog {
     }
 }
 
-impl LedgerState {
-    /// Applies one log entry: a request id seen before is answered with its first outcome and
-    /// changes nothing but ledger time; a new one applies and its answer is remembered.
-    pub fn apply_request(&mut self, index: u64, request: &LedgerRequest) -> CommandResponse {
-        if let Some(first) = request
-            .request_id
-            .and_then(|id| self.requests.answer(&id).cloned())
-        {
-            self.apply(index, request.ts_ms, &Command::Tick);
-            self.counters.duplicate_requests += 1;
-            self.requests.evict(self.now_ms);
-            return first;
-        }
-        let response = self.apply(index, request.ts_ms, &request.command);
-        if let Some(id) = request.request_id {
-            self.requests
-                .remember(id, index, request.ts_ms, response.clone());
-        }
-        self.requests.evict(self.now_ms);
-        response
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::codec::{decode, encode};
+    use crate::command::{Command, LedgerRequest};
+    use crate::state::LedgerState;
     use switchyard_core::QuotaScope;
 
     const T0: u64 = 1_000_000;

@@ -4,7 +4,7 @@
 
 use redb::{Database, ReadableTable};
 
-use super::{META, StoreError};
+use super::db::{META, StoreError};
 
 const NODE_ID: &str = "identity.node_id";
 const CLUSTER_ID: &str = "identity.cluster_id";

@@ -8,7 +8,7 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{LOG, META, StoreError, read_err, write_err};
+use super::db::{LOG, META, StoreError, read_err, write_err};
 use crate::codec::{decode, encode};
 use crate::raft_types::{LogId, StorageError, TypeConfig};
 

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::broadcast;
 
+use super::db::{SNAPSHOT, StoreError, read_err, write_err};
 use super::log_store::blocking;
-use super::{SNAPSHOT, StoreError, read_err, write_err};
 use crate::codec::{decode, encode};
 use crate::command::{Command, CommandResponse};
 use crate::metrics::LedgerMetrics;

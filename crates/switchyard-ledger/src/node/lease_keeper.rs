@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-use super::{LeaseTable, LocalLease, UNLIMITED_SHARE};
+use super::core::LedgerCore;
 use crate::command::{Command, CommandResponse, LeaseDenied, LeaseGrant, PoolId};
 use crate::config::LeaseConfig;
 use crate::error::LedgerError;
 use crate::journal::{Record, SpendJournal};
-use crate::node::core::LedgerCore;
+use crate::lease::{LeaseTable, LocalLease, UNLIMITED_SHARE};
 
 pub(crate) struct LeaseKeeper {
     pub core: Arc<LedgerCore>,
