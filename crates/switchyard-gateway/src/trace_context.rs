@@ -35,13 +35,24 @@ impl TraceContext {
 
     /// The header for one upstream attempt, with a fresh parent (span) id.
     pub fn child_header(&self) -> HeaderValue {
-        self.header_for(&format!("{:016x}", nonzero(rand::random::<u64>())))
+        let mut span_id = Vec::with_capacity(16);
+        push_hex(&mut span_id, nonzero(rand::random::<u64>()));
+        self.header_for(std::str::from_utf8(&span_id).unwrap_or_default())
     }
 
     /// The header naming `span_id` (the attempt's span) as the worker's parent.
     pub fn header_for(&self, span_id: &str) -> HeaderValue {
-        let text = format!("00-{}-{span_id}-{}", self.trace_id, self.flags);
-        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+        // Assembled in one buffer: this runs for every attempt, and formatting machinery
+        // plus temporary strings cost more than the rest of the header's life.
+        let mut text = Vec::with_capacity(HEADER_LEN);
+        text.extend_from_slice(b"00-");
+        text.extend_from_slice(self.trace_id.as_bytes());
+        text.push(b'-');
+        text.extend_from_slice(span_id.as_bytes());
+        text.push(b'-');
+        text.extend_from_slice(self.flags.as_bytes());
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
+            .unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 }
 
@@ -73,11 +84,13 @@ fn parse(value: &str) -> Option<TraceContext> {
 }
 
 fn trace_id_from(request_id: &str) -> String {
-    let digits: String = request_id
-        .chars()
-        .filter(|c| *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
+    let mut digits = String::with_capacity(32);
+    digits.extend(
+        request_id
+            .chars()
+            .filter(|c| *c != '-')
+            .map(|c| c.to_ascii_lowercase()),
+    );
     if digits.len() == 32
         && digits.bytes().all(|b| b.is_ascii_hexdigit())
         && digits.bytes().any(|b| b != b'0')
@@ -96,6 +109,17 @@ fn trace_id_from(request_id: &str) -> String {
 
 fn nonzero(value: u64) -> u64 {
     value.max(1)
+}
+
+/// `00-` + trace id + `-` + parent id + `-` + flags.
+const HEADER_LEN: usize = 3 + 32 + 1 + 16 + 1 + 2;
+
+/// `value` as 16 lower-case hex digits (what `{:016x}` prints).
+fn push_hex(out: &mut Vec<u8>, value: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..16).rev() {
+        out.push(DIGITS[((value >> (shift * 4)) & 0xf) as usize]);
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +152,17 @@ mod tests {
         assert_ne!(parts[2], "00f067aa0ba902b7");
         assert_eq!(parts[2].len(), 16);
         assert_eq!(parts[3], "00");
+    }
+
+    #[test]
+    fn parent_ids_are_sixteen_hex_digits_like_the_formatter_prints() {
+        for value in [1u64, 0xabc, 0x00f0_67aa_0ba9_02b7, u64::MAX] {
+            let mut out = Vec::new();
+            push_hex(&mut out, value);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{value:016x}"));
+        }
+        let ctx = TraceContext::for_request(&HeaderMap::new(), "req-1");
+        assert_eq!(ctx.child_header().len(), HEADER_LEN);
     }
 
     #[test]

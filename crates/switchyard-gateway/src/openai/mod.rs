@@ -2,7 +2,6 @@
 //! byte for byte; only these fields are read.
 
 use serde::Deserialize;
-use std::fmt::Write;
 
 mod request;
 mod surface;
@@ -41,11 +40,47 @@ struct ChatMessage {
     content: Option<Content>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// A message's content: a string, or an array of parts. Read by hand rather than as an
+/// untagged enum, which buffers every message into an intermediate tree before trying each
+/// variant; this is the hottest part of parsing a chat request.
 enum Content {
     Text(String),
     Parts(Vec<ContentPart>),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ContentVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for ContentVisitor {
+            type Value = Content;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string or an array of content parts")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
+                Ok(Content::Text(text.to_owned()))
+            }
+
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Content, E> {
+                Ok(Content::Text(text))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Content, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(part) = seq.next_element::<ContentPart>()? {
+                    parts.push(part);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+
+        deserializer.deserialize_any(ContentVisitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -118,9 +153,11 @@ fn include_usage(options: Option<&StreamOptions>) -> bool {
 }
 
 fn flatten_messages(messages: &[ChatMessage]) -> String {
-    let mut text = String::new();
+    let mut text = String::with_capacity(flattened_len(messages));
     for message in messages {
-        let _ = write!(text, "<|{}|>", message.role);
+        text.push_str("<|");
+        text.push_str(&message.role);
+        text.push_str("|>");
         match &message.content {
             Some(Content::Text(content)) => text.push_str(content),
             Some(Content::Parts(parts)) => {
@@ -133,6 +170,25 @@ fn flatten_messages(messages: &[ChatMessage]) -> String {
         text.push('\n');
     }
     text
+}
+
+/// The length of [`flatten_messages`]' output, so it is built without growing.
+fn flattened_len(messages: &[ChatMessage]) -> usize {
+    messages
+        .iter()
+        .map(|message| {
+            let content = match &message.content {
+                Some(Content::Text(content)) => content.len(),
+                Some(Content::Parts(parts)) => parts
+                    .iter()
+                    .filter_map(|p| p.text.as_deref())
+                    .map(str::len)
+                    .sum(),
+                None => 0,
+            };
+            "<||>\n".len() + message.role.len() + content
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -153,6 +209,19 @@ mod tests {
             a.estimated_tokens(100),
             (a.prompt.len() as u64).div_ceil(4) + 100
         );
+    }
+
+    #[test]
+    fn content_is_text_or_parts_and_anything_else_is_a_400() {
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"a\"b"},{"role":"tool","content":null},{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url"},{"text":"y"}]}]}"#;
+        let parsed = parse(Route::ChatCompletions, body).unwrap();
+        assert_eq!(parsed.prompt, "<|user|>a\"b\n<|tool|>\n<|user|>xy\n");
+        assert_eq!(parsed.prompt.capacity(), parsed.prompt.len());
+        for bad in [r#"5"#, r#"{"text":"x"}"#, r#"["x"]"#, r#"true"#] {
+            let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":{bad}}}]}}"#);
+            let error = parse(Route::ChatCompletions, body.as_bytes()).unwrap_err();
+            assert_eq!((error.status.as_u16(), error.code), (400, "invalid_request"), "{bad}");
+        }
     }
 
     #[test]

@@ -125,7 +125,10 @@ impl MeteredBody {
         if let Some(data) = frame.data_ref() {
             self.usage.observe(data);
             self.capture.observe(data);
-            self.chunks += count_events(data);
+            // Only a broken stream is charged by its events; a JSON body is never scanned.
+            if self.is_sse {
+                self.chunks += count_events(data);
+            }
         }
         if let Some(meter) = &self.meter {
             meter._worker_in_flight.worker().note_progress();

@@ -107,24 +107,62 @@ impl UsageSniffer {
     }
 }
 
-fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).rposition(|w| w == needle)
+// Every response passes through these at its end, so they compare only where the needle's
+// first byte (a quote) occurs instead of at every offset, and read digits without a buffer.
+
+fn find_first(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let last_start = haystack.len().checked_sub(needle.len())?;
+    (0..=last_start).find(|&at| haystack[at] == first && &haystack[at + 1..at + needle.len()] == rest)
 }
 
+fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let last_start = haystack.len().checked_sub(needle.len())?;
+    (0..=last_start)
+        .rev()
+        .find(|&at| haystack[at] == first && &haystack[at + 1..at + needle.len()] == rest)
+}
+
+/// The unsigned integer after `key` (and any whitespace or colons); `None` without digits
+/// or past `u64::MAX`.
 fn number_after(haystack: &[u8], key: &[u8]) -> Option<u64> {
-    let at = haystack.windows(key.len()).position(|w| w == key)? + key.len();
-    let digits: Vec<u8> = haystack[at..]
+    let at = find_first(haystack, key)? + key.len();
+    let mut digits = haystack[at..]
         .iter()
         .skip_while(|b| b.is_ascii_whitespace() || **b == b':')
         .take_while(|b| b.is_ascii_digit())
-        .copied()
-        .collect();
-    std::str::from_utf8(&digits).ok()?.parse().ok()
+        .peekable();
+    digits.peek()?;
+    digits.try_fold(0u64, |n, digit| {
+        n.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn searches_and_numbers_agree_with_the_plain_definitions() {
+        let hay = br#"x"usage":{"prompt_tokens": 12,"a":"usage","total_tokens":18446744073709551615,"big":18446744073709551616,"none":x}"usage""#;
+        for needle in [&b"\"usage\""[..], b"\"a\"", b"x", b"\"missing\"", b"}\"usage\""] {
+            assert_eq!(
+                find_first(hay, needle),
+                hay.windows(needle.len()).position(|w| w == needle)
+            );
+            assert_eq!(
+                find_last(hay, needle),
+                hay.windows(needle.len()).rposition(|w| w == needle)
+            );
+        }
+        assert_eq!(find_last(b"ab", b"abc"), None);
+        assert_eq!(number_after(hay, b"\"prompt_tokens\""), Some(12));
+        assert_eq!(number_after(hay, b"\"total_tokens\""), Some(u64::MAX));
+        assert_eq!(number_after(hay, b"\"big\""), None, "past u64::MAX");
+        assert_eq!(number_after(hay, b"\"none\""), None, "no digits");
+        assert_eq!(number_after(hay, b"\"missing\""), None);
+    }
 
     #[test]
     fn finds_usage_in_a_json_body_split_across_frames() {

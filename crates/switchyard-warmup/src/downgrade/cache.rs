@@ -39,13 +39,28 @@ pub struct CacheKey(String);
 impl CacheKey {
     pub fn from_chat(alias: &str, body: &Value) -> Option<Self> {
         let messages = body.get("messages")?.as_array()?;
-        let mut key = String::from(alias);
+        let mut key = String::with_capacity(alias.len() + 64 * messages.len());
+        key.push_str(alias);
         for message in messages {
             let role = message.get("role").and_then(Value::as_str).unwrap_or("");
             key.push('\u{1f}');
             key.push_str(role);
             key.push('\u{1e}');
-            key.push_str(&collapse(&content_text(message)));
+            // The whitespace-collapsed `content_text`, written in place: parts are joined by
+            // whitespace there, so collapsing part by part gives the same words.
+            let mut first = true;
+            match message.get("content") {
+                Some(Value::String(text)) => push_collapsed(&mut key, text, &mut first),
+                Some(Value::Array(parts)) => {
+                    for text in parts
+                        .iter()
+                        .filter_map(|part| part.get("text").and_then(Value::as_str))
+                    {
+                        push_collapsed(&mut key, text, &mut first);
+                    }
+                }
+                _ => {}
+            }
         }
         Some(Self(key))
     }
@@ -59,18 +74,14 @@ impl CacheKey {
     /// limits: sampling, tools, response format, stop sequences…), so no caller is served another's answer and
     /// requests that would generate differently never share one.
     pub fn scoped(self, caller: &str, body: &Value) -> Self {
-        let params: serde_json::Map<String, Value> = body
-            .as_object()
-            .map(|fields| {
-                fields
-                    .iter()
-                    .filter(|(name, _)| !UNSCOPED_FIELDS.contains(&name.as_str()))
-                    .map(|(name, value)| (name.clone(), value.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let params = stable_hash(Value::Object(params).to_string().as_bytes());
-        Self(format!("{caller}\u{1d}{params:016x}\u{1d}{}", self.0))
+        let params = stable_hash(&generation_params(body));
+        let mut key = String::with_capacity(caller.len() + 2 * 2 + 16 + self.0.len());
+        key.push_str(caller);
+        key.push('\u{1d}');
+        push_hex(&mut key, params);
+        key.push('\u{1d}');
+        key.push_str(&self.0);
+        Self(key)
     }
 
     fn shard(&self) -> usize {
@@ -78,8 +89,69 @@ impl CacheKey {
     }
 }
 
+/// The generation parameters of `body` as compact JSON: the object of its scoped fields
+/// (what `Value::Object(those fields).to_string()` prints), serialised field by field straight
+/// from the request instead of from a copy of them.
+fn generation_params(body: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.push(b'{');
+    for (name, value) in body.as_object().into_iter().flatten() {
+        if UNSCOPED_FIELDS.contains(&name.as_str()) {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        // Serialising a `Value` into a Vec cannot fail (its map keys are strings); should
+        // it ever, the fields are serialised the slow way.
+        let written = serde_json::to_writer(&mut out, name).and_then(|()| {
+            out.push(b':');
+            serde_json::to_writer(&mut out, value)
+        });
+        if written.is_err() {
+            return generation_params_copied(body);
+        }
+    }
+    out.push(b'}');
+    out
+}
+
+/// [`generation_params`] through a copy of the scoped fields.
+fn generation_params_copied(body: &Value) -> Vec<u8> {
+    let params: serde_json::Map<String, Value> = body
+        .as_object()
+        .map(|fields| {
+            fields
+                .iter()
+                .filter(|(name, _)| !UNSCOPED_FIELDS.contains(&name.as_str()))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Value::Object(params).to_string().into_bytes()
+}
+
 fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Appends `text`'s words to `key`, one space between words (also between calls).
+fn push_collapsed(key: &mut String, text: &str, first: &mut bool) {
+    for word in text.split_whitespace() {
+        if !*first {
+            key.push(' ');
+        }
+        *first = false;
+        key.push_str(word);
+    }
+}
+
+/// `value` as 16 lower-case hex digits (what `{:016x}` prints).
+fn push_hex(out: &mut String, value: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..16).rev() {
+        out.push(char::from(DIGITS[((value >> (shift * 4)) & 0xf) as usize]));
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -304,5 +376,46 @@ impl ResponseCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The key as it was first written: whole texts collapsed, fields copied then printed.
+    fn reference_key(alias: &str, caller: &str, body: &Value) -> String {
+        let mut key = String::from(alias);
+        for message in body["messages"].as_array().unwrap() {
+            key.push('\u{1f}');
+            key.push_str(message.get("role").and_then(Value::as_str).unwrap_or(""));
+            key.push('\u{1e}');
+            key.push_str(&collapse(&content_text(message)));
+        }
+        let params = stable_hash(&generation_params_copied(body));
+        format!("{caller}\u{1d}{params:016x}\u{1d}{key}")
+    }
+
+    #[test]
+    fn keys_are_built_in_place_exactly_as_by_copying() {
+        let bodies = [
+            json!({"model": "m", "messages": [{"role": "user", "content": "  hi\n there "}]}),
+            json!({"model": "m", "temperature": 0.5, "stop": ["\n", "é\"x"], "tools": [{"a": {"b": null}}],
+                   "messages": [{"role": "system", "content": "be\tbrief"},
+                                {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "image_url"}, {"text": " b\nc"}]},
+                                {"role": "assistant"}, {"content": "no role"}],
+                   "stream": true, "max_tokens": 9, "user": "u"}),
+            json!({"messages": [], "seed": 7, "n": 1, "top_p": 1e-3}),
+        ];
+        for body in &bodies {
+            let built = CacheKey::from_chat("alias", body).unwrap().scoped("caller", body);
+            assert_eq!(built.0, reference_key("alias", "caller", body), "{body}");
+        }
+        let other = json!({"model": "m", "temperature": 0.6, "messages": [{"role": "user", "content": "hi there"}]});
+        assert_ne!(
+            CacheKey::from_chat("alias", &other).unwrap().scoped("caller", &other),
+            CacheKey::from_chat("alias", &bodies[0]).unwrap().scoped("caller", &bodies[0]),
+        );
     }
 }

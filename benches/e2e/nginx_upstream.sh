@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# Gateway overhead against an upstream that costs nothing: nginx answers every chat completion
+# with one fixed JSON body (benches/e2e/nginx/upstream.conf.template). Measured side by side in
+# one run, interleaved round by round: nginx straight, `switchyard serve --policy round_robin`
+# and SMG (`smg launch --policy round_robin`), both gateways in front of the same nginx.
+#
+# Two measurements per target and round:
+#   saturation  wrk, closed loop, CONNECTIONS connections: req/s, p50, p99
+#   open loop   oha at a fixed offered RATE (req/s, latency-corrected: a request's latency
+#               counts from when it was due, so a stalled gateway cannot hide its queue):
+#               p50, p99, p99.9 at an equal offered rate
+#
+# Usage:  bash benches/e2e/nginx_upstream.sh    (needs nginx, wrk, oha, smg; see setup.sh)
+#
+# Knobs (environment variables, defaults in brackets):
+#   DURATION      measured saturation run (wrk -d)                      [10s]
+#   WARMUP        unmeasured wrk run before each measured one          [2s]
+#   CONNECTIONS   wrk -c, and oha -c                                   [16]
+#   WRK_THREADS   wrk -t                                               [2]
+#   RATE          open-loop offered req/s; 0 = skip the open-loop runs [6400]
+#   RATE_SECONDS  open-loop run length                                 [10]
+#   ROUNDS        times the whole interleaved sweep is repeated        [3]
+#   TARGETS       any of: direct switchyard smg                        ["direct switchyard smg"]
+#   NGINX_WORKERS nginx worker_processes                               [1]
+#   PIN_SERVER    CPU list (taskset -c) for nginx and the gateway under test; empty = no pinning
+#   PIN_LOAD      CPU list for wrk/oha; empty = no pinning                                   []
+#   BASE_PORT     first loopback port tried (speed's block)            [21000]
+#   OUT_DIR       raw outputs, logs, results.tsv                       [mktemp -d]
+#   BIN           directory with the switchyard binary                 [target/release]
+#   SMG, OHA      commands                                             [smg, oha]
+#   QUIET_WAIT    wait up to this many seconds for < 0.25 busy cores before each run [60]
+#
+# Every process started here runs in its own process group and is killed on exit; traffic goes
+# to 127.0.0.1 only; every wait and every load run has a time limit. Exit status 1 if any
+# measured run saw a non-2xx response or a socket error.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE="$ROOT/benches/e2e"
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+CONNECTIONS=${CONNECTIONS:-16}
+WRK_THREADS=${WRK_THREADS:-2}
+RATE=${RATE:-6400}
+RATE_SECONDS=${RATE_SECONDS:-10}
+ROUNDS=${ROUNDS:-3}
+TARGETS=${TARGETS:-"direct switchyard smg"}
+NGINX_WORKERS=${NGINX_WORKERS:-1}
+PIN_SERVER=${PIN_SERVER:-}
+PIN_LOAD=${PIN_LOAD:-}
+BASE_PORT=${BASE_PORT:-21000}
+OUT_DIR=${OUT_DIR:-$(mktemp -d /tmp/switchyard-nginx.XXXXXX)}
+BIN=${BIN:-"${CARGO_TARGET_DIR:-$ROOT/target}/release"}
+SMG=${SMG:-smg}
+OHA=${OHA:-oha}
+QUIET_WAIT=${QUIET_WAIT:-60}
+MODEL=bench-model
+mkdir -p "$OUT_DIR"
+
+log() { printf '[nginx-upstream] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 2; }
+
+# ---------------------------------------------------------------- process handling
+PIDS=()
+declare -A PGID=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+    for _ in $(seq 50); do
+        local alive=0
+        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [[ $alive == 0 ]] && break
+        sleep 0.1
+    done
+    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# pinned CPUS CMD...: CMD under taskset when CPUS is set.
+pinned() {
+    local cpus=$1; shift
+    if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
+}
+
+# start NAME CMD...: CMD (pinned to PIN_SERVER) in a new session, output to $OUT_DIR/NAME.log.
+start() {
+    local name=$1; shift
+    setsid bash -c 'cpus=$1; shift; if [[ -n $cpus ]]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi' \
+        _ "$PIN_SERVER" "$@" >"$OUT_DIR/$name.log" 2>&1 &
+    PIDS+=("$!")
+    PGID[$name]=$!
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+NEXT_PORT=$BASE_PORT
+pick_port() {
+    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
+    printf -v "$1" '%d' "$NEXT_PORT"
+    NEXT_PORT=$((NEXT_PORT + 1))
+}
+
+BODY="{\"model\":\"$MODEL\",\"messages\":[{\"role\":\"user\",\"content\":\"Say hello to the benchmark.\"}],\"max_tokens\":1,\"stream\":false}"
+wait_ready() {
+    local name=$1 url=$2 code=000
+    for _ in $(seq 600); do
+        kill -0 "${PGID[$name]}" 2>/dev/null || { tail -n 30 "$OUT_DIR/$name.log" >&2; die "$name exited"; }
+        code=$(curl -s -o /dev/null -w '%{http_code}' -m 2 -H 'content-type: application/json' \
+            -d "$BODY" "$url/v1/chat/completions" || true)
+        [[ $code == 200 ]] && { log "$name ready at $url"; return 0; }
+        sleep 0.1
+    done
+    tail -n 30 "$OUT_DIR/$name.log" >&2
+    die "$name not answering 200 at $url after 60 s (last status: $code)"
+}
+
+# ---------------------------------------------------------------- prerequisites
+for tool in nginx wrk curl taskset; do command -v "$tool" >/dev/null || die "$tool missing"; done
+if [[ $RATE != 0 ]]; then command -v "$OHA" >/dev/null || die "oha missing (cargo install oha --locked --no-default-features)"; fi
+if [[ " $TARGETS " == *" smg "* ]]; then command -v "$SMG" >/dev/null || die "smg missing"; fi
+if [[ " $TARGETS " == *" switchyard "* ]]; then [[ -x $BIN/switchyard ]] || die "no $BIN/switchyard"; fi
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "nginx: $(nginx -v 2>&1 | cut -d/ -f2); wrk: $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f2)"
+    [[ $RATE != 0 ]] && echo "oha: $("$OHA" --version 2>&1 | head -n 1)"
+    [[ " $TARGETS " == *" smg "* ]] && echo "smg: $(python3 -c 'import importlib.metadata as m; print(m.version("smg"))' 2>/dev/null || echo '?')"
+    echo "switchyard: $BIN/switchyard, commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "settings: DURATION=$DURATION CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS RATE=$RATE" \
+        "RATE_SECONDS=$RATE_SECONDS ROUNDS=$ROUNDS NGINX_WORKERS=$NGINX_WORKERS" \
+        "PIN_SERVER='$PIN_SERVER' PIN_LOAD='$PIN_LOAD'"
+} | tee "$OUT_DIR/machine.txt"
+
+# ---------------------------------------------------------------- nginx and the gateways
+pick_port NGINX_PORT
+mkdir -p "$OUT_DIR/nginx"
+sed -e "s#@PORT@#$NGINX_PORT#" -e "s#@PREFIX@#$OUT_DIR/nginx#g" -e "s#@WORKERS@#$NGINX_WORKERS#" \
+    "$HERE/nginx/upstream.conf.template" >"$OUT_DIR/nginx/nginx.conf"
+start nginx nginx -c "$OUT_DIR/nginx/nginx.conf" -p "$OUT_DIR/nginx" -e "$OUT_DIR/nginx/error.log"
+UPSTREAM="http://127.0.0.1:$NGINX_PORT"
+wait_ready nginx "$UPSTREAM"
+declare -A URL=([direct]=$UPSTREAM)
+
+if [[ " $TARGETS " == *" switchyard "* ]]; then
+    pick_port SY_PORT
+    start switchyard "$BIN/switchyard" serve --host 127.0.0.1 --port "$SY_PORT" \
+        --policy round_robin --worker-url "$UPSTREAM"
+    URL[switchyard]="http://127.0.0.1:$SY_PORT"
+    wait_ready switchyard "${URL[switchyard]}"
+fi
+if [[ " $TARGETS " == *" smg "* ]]; then
+    pick_port SMG_PORT
+    pick_port SMG_METRICS_PORT
+    start smg "$SMG" launch --host 127.0.0.1 --port "$SMG_PORT" --worker-urls "$UPSTREAM" \
+        --policy round_robin --disable-tokenizer-autoload \
+        --prometheus-host 127.0.0.1 --prometheus-port "$SMG_METRICS_PORT" \
+        --log-level warn --shutdown-grace-period-secs 1
+    URL[smg]="http://127.0.0.1:$SMG_PORT"
+    wait_ready smg "${URL[smg]}"
+fi
+
+# ---------------------------------------------------------------- measurements
+TICK=$(getconf CLK_TCK)
+machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+wait_quiet() {
+    local start=$SECONDS b0 b1 cores
+    [[ $QUIET_WAIT == 0 ]] && return 0
+    while :; do
+        b0=$(machine_busy); sleep 1; b1=$(machine_busy)
+        cores=$(awk -v d="$((b1 - b0))" -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')
+        awk -v c="$cores" 'BEGIN { exit !(c < 0.25) }' && return 0
+        if ((SECONDS - start >= QUIET_WAIT)); then
+            log "machine still busy ($cores cores) after ${QUIET_WAIT}s, measuring anyway"
+            return 0
+        fi
+    done
+}
+secs() { local d=$1; d=${d%s}; echo "${d%.*}"; }
+LIMIT=$(($(secs "$DURATION") + $(secs "$WARMUP") + RATE_SECONDS + 30))
+FAILED=0
+RESULTS="$OUT_DIR/results.tsv"
+printf 'round\ttarget\tmode\trps\tp50_us\tp99_us\tp999_us\tnon2xx\terrors\tload1\n' >"$RESULTS"
+
+# saturation ROUND TARGET: one warm-up, one measured wrk run.
+saturation() {
+    local round=$1 target=$2 raw="$OUT_DIR/wrk-r$1-$2.txt" line kv
+    local -A r=()
+    wait_quiet
+    MODEL=$MODEL pinned "$PIN_LOAD" timeout "$LIMIT" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" \
+        -d "$WARMUP" -s "$HERE/chat.lua" "${URL[$target]}/v1/chat/completions" >/dev/null 2>&1 || true
+    MODEL=$MODEL pinned "$PIN_LOAD" timeout "$LIMIT" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" \
+        -d "$DURATION" --timeout 10s --latency -s "$HERE/chat.lua" \
+        "${URL[$target]}/v1/chat/completions" >"$raw" 2>&1 || { cat "$raw" >&2; die "wrk failed"; }
+    line=$(grep '^RESULT ' "$raw") || die "no RESULT line in $raw"
+    for kv in ${line#RESULT }; do r[${kv%%=*}]=${kv#*=}; done
+    printf '%s\t%s\tsaturation\t%s\t%s\t%s\t-\t%s\t%s\t%s\n' "$round" "$target" "${r[rps]}" \
+        "${r[p50_us]}" "${r[p99_us]}" "${r[non2xx]}" "${r[errors]}" "$(cut -d' ' -f1 /proc/loadavg)" >>"$RESULTS"
+    log "round $round $target saturation: ${r[rps]} req/s, p50 ${r[p50_us]} us, p99 ${r[p99_us]} us," \
+        "non-2xx ${r[non2xx]}, errors ${r[errors]}"
+    [[ ${r[non2xx]} == 0 && ${r[errors]} == 0 ]] || FAILED=1
+}
+
+# open_loop ROUND TARGET: oha at RATE req/s for RATE_SECONDS, latency-corrected.
+open_loop() {
+    local round=$1 target=$2 raw="$OUT_DIR/oha-r$1-$2.json" row
+    wait_quiet
+    pinned "$PIN_LOAD" timeout "$LIMIT" "$OHA" --no-tui --output-format json -q "$RATE" \
+        --latency-correction -c "$CONNECTIONS" -z "${RATE_SECONDS}s" -m POST \
+        -H 'content-type: application/json' -d "$BODY" \
+        "${URL[$target]}/v1/chat/completions" >"$raw" 2>"$raw.err" || { cat "$raw.err" >&2; die "oha failed"; }
+    row=$(python3 - "$raw" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s, p = d["summary"], d["latencyPercentiles"]
+codes = d.get("statusCodeDistribution", {})
+ok = sum(v for k, v in codes.items() if 200 <= int(k) < 300)
+bad = sum(codes.values()) - ok
+errors = sum(d.get("errorDistribution", {}).values())
+us = lambda v: "%d" % round((v or 0) * 1e6)
+print("%.1f\t%s\t%s\t%s\t%d\t%d" % (s["requestsPerSec"], us(p["p50"]), us(p["p99"]), us(p["p99.9"]), bad, errors))
+EOF
+    )
+    printf '%s\t%s\topen_loop\t%s\t%s\n' "$round" "$target" "$row" "$(cut -d' ' -f1 /proc/loadavg)" >>"$RESULTS"
+    log "round $round $target open loop at $RATE/s: $(tr '\t' ' ' <<<"$row") (rps p50 p99 p99.9 us, non-2xx, errors)"
+    [[ $(cut -f5,6 <<<"$row") == $'0\t0' ]] || FAILED=1
+}
+
+for round in $(seq "$ROUNDS"); do
+    for target in $TARGETS; do saturation "$round" "$target"; done
+    if [[ $RATE != 0 ]]; then
+        for target in $TARGETS; do open_loop "$round" "$target"; done
+    fi
+done
+
+# ---------------------------------------------------------------- report
+python3 - "$RESULTS" <<'EOF' | tee "$OUT_DIR/report.md"
+import csv, statistics as st, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+def pick(target, mode, key):
+    return [float(r[key]) for r in rows if r["target"] == target and r["mode"] == mode]
+targets = list(dict.fromkeys(r["target"] for r in rows))
+print("\n| target | mode | req/s mean (min-max) | p50 ms mean | p99 ms mean (min-max) | p99/p50 | p99.9 ms |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for mode in ("saturation", "open_loop"):
+    for t in targets:
+        rps = pick(t, mode, "rps")
+        if not rps: continue
+        p50, p99 = pick(t, mode, "p50_us"), pick(t, mode, "p99_us")
+        p999 = [float(r["p999_us"]) for r in rows if r["target"] == t and r["mode"] == mode and r["p999_us"] != "-"]
+        print("| %s | %s | %.0f (%.0f-%.0f) | %.3f | %.3f (%.3f-%.3f) | %.2f | %s |" % (
+            t, mode, st.mean(rps), min(rps), max(rps), st.mean(p50) / 1e3, st.mean(p99) / 1e3,
+            min(p99) / 1e3, max(p99) / 1e3, st.mean(p99) / st.mean(p50),
+            "%.3f" % (st.mean(p999) / 1e3) if p999 else "-"))
+if {"switchyard", "smg"} <= set(targets):
+    rounds = sorted({r["round"] for r in rows})
+    def per_round(mode, key):
+        out = []
+        for rd in rounds:
+            v = {r["target"]: float(r[key]) for r in rows if r["round"] == rd and r["mode"] == mode}
+            if "switchyard" in v and "smg" in v and v["smg"] > 0: out.append(v["switchyard"] / v["smg"])
+        return out
+    thr = per_round("saturation", "rps")
+    print("\nswitchyard/smg throughput per round: " + ", ".join("%.2f" % x for x in thr))
+    lat = per_round("open_loop", "p99_us")
+    if lat: print("switchyard/smg open-loop p99 per round: " + ", ".join("%.2f" % x for x in lat))
+EOF
+echo
+[[ $FAILED == 0 ]] && echo "correctness: every measured run had 0 non-2xx and 0 socket errors" \
+    || echo "correctness: FAILED, some runs had non-2xx responses or socket errors"
+echo "raw outputs and logs: $OUT_DIR"
+exit "$FAILED"
