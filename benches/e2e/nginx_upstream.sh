@@ -6,9 +6,11 @@
 #
 # Two measurements per target and round:
 #   saturation  wrk, closed loop, CONNECTIONS connections: req/s, p50, p99
-#   open loop   oha at a fixed offered RATE (req/s, latency-corrected: a request's latency
-#               counts from when it was due, so a stalled gateway cannot hide its queue):
-#               p50, p99, p99.9 at an equal offered rate
+#   open loop   a fixed offered RATE (req/s) whatever the target's speed, so latency is
+#               compared at an equal load: p50, p99 (p99.9 with oha). OPEN_LOOP=oha: oha -q
+#               with --latency-correction (latency counts from when a request was due);
+#               OPEN_LOOP=sim: `switchyard-sim load --workload uniform --no-stream` (Poisson
+#               arrivals, its own client; not a gateway, so both targets see the same tool)
 #
 # Usage:  bash benches/e2e/nginx_upstream.sh    (needs nginx, wrk, oha, smg; see setup.sh)
 #
@@ -27,6 +29,7 @@
 #   BASE_PORT     first loopback port tried (speed's block)            [21000]
 #   OUT_DIR       raw outputs, logs, results.tsv                       [mktemp -d]
 #   BIN           directory with the switchyard binary                 [target/release]
+#   OPEN_LOOP     oha or sim (see above)                               [oha if installed, else sim]
 #   SMG, OHA      commands                                             [smg, oha]
 #   QUIET_WAIT    wait up to this many seconds for < 0.25 busy cores before each run [60]
 #
@@ -54,6 +57,7 @@ BIN=${BIN:-"${CARGO_TARGET_DIR:-$ROOT/target}/release"}
 SMG=${SMG:-smg}
 OHA=${OHA:-oha}
 QUIET_WAIT=${QUIET_WAIT:-60}
+if command -v "$OHA" >/dev/null; then OPEN_LOOP=${OPEN_LOOP:-oha}; else OPEN_LOOP=${OPEN_LOOP:-sim}; fi
 MODEL=bench-model
 mkdir -p "$OUT_DIR"
 
@@ -117,7 +121,8 @@ wait_ready() {
 
 # ---------------------------------------------------------------- prerequisites
 for tool in nginx wrk curl taskset; do command -v "$tool" >/dev/null || die "$tool missing"; done
-if [[ $RATE != 0 ]]; then command -v "$OHA" >/dev/null || die "oha missing (cargo install oha --locked --no-default-features)"; fi
+if [[ $RATE != 0 && $OPEN_LOOP == oha ]]; then command -v "$OHA" >/dev/null || die "oha missing (cargo install oha --locked)"; fi
+if [[ $RATE != 0 && $OPEN_LOOP == sim ]]; then [[ -x $BIN/switchyard-sim ]] || die "no $BIN/switchyard-sim"; fi
 if [[ " $TARGETS " == *" smg "* ]]; then command -v "$SMG" >/dev/null || die "smg missing"; fi
 if [[ " $TARGETS " == *" switchyard "* ]]; then [[ -x $BIN/switchyard ]] || die "no $BIN/switchyard"; fi
 
@@ -126,7 +131,7 @@ if [[ " $TARGETS " == *" switchyard "* ]]; then [[ -x $BIN/switchyard ]] || die 
     echo "nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
     echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "nginx: $(nginx -v 2>&1 | cut -d/ -f2); wrk: $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f2)"
-    [[ $RATE != 0 ]] && echo "oha: $("$OHA" --version 2>&1 | head -n 1)"
+    [[ $RATE != 0 ]] && echo "open loop: $OPEN_LOOP $([[ $OPEN_LOOP == oha ]] && "$OHA" --version 2>&1 | head -n 1)"
     [[ " $TARGETS " == *" smg "* ]] && echo "smg: $(python3 -c 'import importlib.metadata as m; print(m.version("smg"))' 2>/dev/null || echo '?')"
     echo "switchyard: $BIN/switchyard, commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
     echo "settings: DURATION=$DURATION CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS RATE=$RATE" \
@@ -203,28 +208,41 @@ saturation() {
     [[ ${r[non2xx]} == 0 && ${r[errors]} == 0 ]] || FAILED=1
 }
 
-# open_loop ROUND TARGET: oha at RATE req/s for RATE_SECONDS, latency-corrected.
+# open_loop ROUND TARGET: RATE req/s for RATE_SECONDS (oha, latency-corrected; or the sim's load tool).
 open_loop() {
-    local round=$1 target=$2 raw="$OUT_DIR/oha-r$1-$2.json" row
+    local round=$1 target=$2 raw="$OUT_DIR/open-r$1-$2.json" row
     wait_quiet
-    pinned "$PIN_LOAD" timeout "$LIMIT" "$OHA" --no-tui --output-format json -q "$RATE" \
-        --latency-correction -c "$CONNECTIONS" -z "${RATE_SECONDS}s" -m POST \
-        -H 'content-type: application/json' -d "$BODY" \
-        "${URL[$target]}/v1/chat/completions" >"$raw" 2>"$raw.err" || { cat "$raw.err" >&2; die "oha failed"; }
-    row=$(python3 - "$raw" <<'EOF'
+    if [[ $OPEN_LOOP == oha ]]; then
+        pinned "$PIN_LOAD" timeout "$LIMIT" "$OHA" --no-tui --output-format json -q "$RATE" \
+            --latency-correction -c "$CONNECTIONS" -z "${RATE_SECONDS}s" -m POST \
+            -H 'content-type: application/json' -d "$BODY" \
+            "${URL[$target]}/v1/chat/completions" >"$raw" 2>"$raw.err" || { cat "$raw.err" >&2; die "oha failed"; }
+    else
+        pinned "$PIN_LOAD" timeout "$LIMIT" "$BIN/switchyard-sim" load --target "${URL[$target]}" \
+            --rate "$RATE" --duration "$RATE_SECONDS" --workload uniform --no-stream \
+            --model "$MODEL" --max-tokens 1 --timeout 10 --quiet --json "$raw" \
+            >"$raw.out" 2>"$raw.err" || { cat "$raw.err" >&2; die "switchyard-sim load failed"; }
+    fi
+    row=$(python3 - "$raw" "$OPEN_LOOP" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-s, p = d["summary"], d["latencyPercentiles"]
-codes = d.get("statusCodeDistribution", {})
-ok = sum(v for k, v in codes.items() if 200 <= int(k) < 300)
-bad = sum(codes.values()) - ok
-errors = sum(d.get("errorDistribution", {}).values())
 us = lambda v: "%d" % round((v or 0) * 1e6)
-print("%.1f\t%s\t%s\t%s\t%d\t%d" % (s["requestsPerSec"], us(p["p50"]), us(p["p99"]), us(p["p99.9"]), bad, errors))
+if sys.argv[2] == "oha":
+    s, p = d["summary"], d["latencyPercentiles"]
+    codes = d.get("statusCodeDistribution", {})
+    ok = sum(v for k, v in codes.items() if 200 <= int(k) < 300)
+    bad = sum(codes.values()) - ok
+    errors = sum(d.get("errorDistribution", {}).values())
+    print("%.1f\t%s\t%s\t%s\t%d\t%d" % (s["requestsPerSec"], us(p["p50"]), us(p["p99"]), us(p["p99.9"]), bad, errors))
+else:
+    e = d["e2e"]
+    bad = sum(v for k, v in d["errors"].items() if k.isdigit())
+    errors = sum(v for k, v in d["errors"].items() if not k.isdigit()) + d["client_dropped"]
+    print("%.1f\t%s\t%s\t-\t%d\t%d" % (d["ok"] / d["issue_secs"], us(e["p50"]), us(e["p99"]), bad, errors))
 EOF
     )
     printf '%s\t%s\topen_loop\t%s\t%s\n' "$round" "$target" "$row" "$(cut -d' ' -f1 /proc/loadavg)" >>"$RESULTS"
-    log "round $round $target open loop at $RATE/s: $(tr '\t' ' ' <<<"$row") (rps p50 p99 p99.9 us, non-2xx, errors)"
+    log "round $round $target open loop at $RATE/s: $(tr '\t' ' ' <<<"$row") (req/s p50 p99 p99.9 us, non-2xx, errors)"
     [[ $(cut -f5,6 <<<"$row") == $'0\t0' ]] || FAILED=1
 }
 

@@ -1,24 +1,19 @@
-use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::response::Response;
-use http::HeaderMap;
 
 use crate::openai::Route;
 use crate::proxy;
 use crate::state::SharedState;
 
-pub async fn chat_completions(
-    State(state): State<SharedState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    proxy::handle(state, Route::ChatCompletions, headers, body).await
+// The whole request is taken and split rather than extracting `HeaderMap`, which clones
+// every header of every request.
+
+pub async fn chat_completions(State(state): State<SharedState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    proxy::handle(state, Route::ChatCompletions, parts.headers, body).await
 }
 
-pub async fn completions(
-    State(state): State<SharedState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    proxy::handle(state, Route::Completions, headers, body).await
+pub async fn completions(State(state): State<SharedState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    proxy::handle(state, Route::Completions, parts.headers, body).await
 }

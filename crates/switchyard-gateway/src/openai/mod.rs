@@ -220,7 +220,11 @@ mod tests {
         for bad in [r#"5"#, r#"{"text":"x"}"#, r#"["x"]"#, r#"true"#] {
             let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":{bad}}}]}}"#);
             let error = parse(Route::ChatCompletions, body.as_bytes()).unwrap_err();
-            assert_eq!((error.status.as_u16(), error.code), (400, "invalid_request"), "{bad}");
+            assert_eq!(
+                (error.status.as_u16(), error.code),
+                (400, "invalid_request"),
+                "{bad}"
+            );
         }
     }
 

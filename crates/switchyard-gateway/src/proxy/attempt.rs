@@ -123,7 +123,7 @@ pub async fn attempt(
     ctx: &RequestContext<'_>,
     worker: &Arc<WorkerHandle>,
     body: Bytes,
-    extra_headers: &[(&'static str, HeaderValue)],
+    extra_headers: &[(HeaderName, HeaderValue)],
     (first_byte, bytes_due): (Duration, Option<Duration>),
     span_id: &str,
 ) -> Result<UpstreamResponse, AttemptFailure> {
@@ -151,7 +151,7 @@ pub async fn attempt(
         }
     }
     for (name, value) in extra_headers {
-        builder = builder.header(*name, value);
+        builder = builder.header(name, value);
     }
     let request = builder
         .body(Full::new(body))

@@ -113,7 +113,8 @@ impl UsageSniffer {
 fn find_first(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     let (&first, rest) = needle.split_first()?;
     let last_start = haystack.len().checked_sub(needle.len())?;
-    (0..=last_start).find(|&at| haystack[at] == first && &haystack[at + 1..at + needle.len()] == rest)
+    (0..=last_start)
+        .find(|&at| haystack[at] == first && &haystack[at + 1..at + needle.len()] == rest)
 }
 
 fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -146,7 +147,13 @@ mod tests {
     #[test]
     fn searches_and_numbers_agree_with_the_plain_definitions() {
         let hay = br#"x"usage":{"prompt_tokens": 12,"a":"usage","total_tokens":18446744073709551615,"big":18446744073709551616,"none":x}"usage""#;
-        for needle in [&b"\"usage\""[..], b"\"a\"", b"x", b"\"missing\"", b"}\"usage\""] {
+        for needle in [
+            &b"\"usage\""[..],
+            b"\"a\"",
+            b"x",
+            b"\"missing\"",
+            b"}\"usage\"",
+        ] {
             assert_eq!(
                 find_first(hay, needle),
                 hay.windows(needle.len()).position(|w| w == needle)

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_router::stable_hash;
 
-use super::normalise::content_text;
 use crate::clock::{UnixMillis, WallClock, secs_to_ms};
 use crate::config::ResponseCacheConfig;
 
@@ -381,6 +380,7 @@ impl ResponseCache {
 
 #[cfg(test)]
 mod tests {
+    use super::super::normalise::content_text;
     use super::*;
     use serde_json::json;
 
@@ -409,13 +409,19 @@ mod tests {
             json!({"messages": [], "seed": 7, "n": 1, "top_p": 1e-3}),
         ];
         for body in &bodies {
-            let built = CacheKey::from_chat("alias", body).unwrap().scoped("caller", body);
+            let built = CacheKey::from_chat("alias", body)
+                .unwrap()
+                .scoped("caller", body);
             assert_eq!(built.0, reference_key("alias", "caller", body), "{body}");
         }
         let other = json!({"model": "m", "temperature": 0.6, "messages": [{"role": "user", "content": "hi there"}]});
         assert_ne!(
-            CacheKey::from_chat("alias", &other).unwrap().scoped("caller", &other),
-            CacheKey::from_chat("alias", &bodies[0]).unwrap().scoped("caller", &bodies[0]),
+            CacheKey::from_chat("alias", &other)
+                .unwrap()
+                .scoped("caller", &other),
+            CacheKey::from_chat("alias", &bodies[0])
+                .unwrap()
+                .scoped("caller", &bodies[0]),
         );
     }
 }
