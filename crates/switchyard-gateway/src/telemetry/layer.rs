@@ -21,7 +21,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::encode::{SpanKind, SpanRecord};
 use super::export::Exporter;
-use super::new_span_id;
+use super::ids::new_span_id;
 
 /// The spans exported, with their kind.
 pub const EXPORTED_SPANS: &[(&str, SpanKind)] = &[

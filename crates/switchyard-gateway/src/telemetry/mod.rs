@@ -12,12 +12,9 @@
 
 mod encode;
 mod export;
+mod ids;
 mod layer;
 
 pub use export::{Exporter, OtlpOptions, TelemetryCounters, counters};
+pub use ids::new_span_id;
 pub use layer::{EXPORTED_SPANS, OtlpLayer};
-
-/// A fresh non-zero span id, 16 lowercase hex digits.
-pub fn new_span_id() -> String {
-    format!("{:016x}", rand::random::<u64>().max(1))
-}

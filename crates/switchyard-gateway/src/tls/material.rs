@@ -16,7 +16,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use std::sync::Arc;
 
-use super::{TlsError, provider};
+use super::error::{TlsError, provider};
 
 fn read(field: &str, path: &str) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| file_error(field, path, e))

@@ -4,45 +4,21 @@
 //! Certificates, keys and CA bundles are PEM files re-read in place when they change
 //! ([`reload`]): new handshakes use the new material, open connections keep theirs.
 
+mod error;
 mod material;
 mod reload;
 
+pub use error::TlsError;
+pub(crate) use error::provider;
 pub use material::{CaSource, CertSource};
 pub use reload::{Reloadable, spawn_reloader};
 
-use rustls::crypto::CryptoProvider;
 use std::sync::Arc;
 use switchyard_ledger::PeerTls;
 use tokio_rustls::TlsAcceptor;
 
 use crate::cluster::ClusterConfig;
 use crate::config::{ListenerConfig, UpstreamConfig};
-
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("{field} `{path}`: {message}")]
-    File {
-        field: String,
-        path: String,
-        message: String,
-    },
-    #[error("{field}: {message}")]
-    Config { field: String, message: String },
-}
-
-impl TlsError {
-    fn config(field: &str, message: impl std::fmt::Display) -> Self {
-        Self::Config {
-            field: field.into(),
-            message: message.to_string(),
-        }
-    }
-}
-
-/// The one crypto provider: ring (no aws-lc build).
-pub(crate) fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
 
 /// Every TLS configuration the gateway needs, built once at start-up, and the sources that
 /// reload in place.

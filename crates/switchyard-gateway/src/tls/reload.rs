@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-use super::{CaSource, CertSource, TlsError};
+use super::error::TlsError;
+use super::material::{CaSource, CertSource};
 
 /// Something re-read from files in place.
 pub trait Reloadable: Send + Sync {

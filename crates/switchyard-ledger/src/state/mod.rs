@@ -9,6 +9,7 @@ mod pool;
 mod reclaim;
 mod requests;
 mod spend;
+mod unreported;
 
 pub use affinity::{AffinityRecord, AffinityTable, MAX_AFFINITY_RECORDS};
 pub use overrides::{
@@ -16,9 +17,9 @@ pub use overrides::{
     OverrideStatus, PENDING_TTL_MS,
 };
 pub use pool::{Lease, Pool};
-pub use reclaim::Unreported;
 pub use requests::{MAX_REMEMBERED_REQUESTS, REQUEST_MEMORY_MS, RequestLog};
 pub use spend::{SPLIT_RETENTION_MINUTES, SpendLedger, SpendRatios};
+pub use unreported::Unreported;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@ use crate::command::{
     BudgetSpec, LeaseDenied, LeaseGrant, LeaseRequest, MAX_LEASE_TTL_MS, NodeId, PoolId,
     UNLIMITED_SHARE,
 };
-use crate::state::reclaim::Unreported;
+use crate::state::unreported::Unreported;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {

@@ -4,26 +4,12 @@
 //! naming the epoch, a release, or a restarted node's spend journal — and the rest returns to
 //! the pool. A holder that never reports keeps its lease charged: that is the worst case.
 
-use serde::{Deserialize, Serialize};
-
 use super::pool::{Lease, Pool};
+use super::unreported::Unreported;
 use crate::command::NodeId;
 
 /// Epochs per node whose charge is remembered; older ones stay charged in full.
 const EPOCHS_REMEMBERED_PER_NODE: usize = 4;
-
-/// An expired or fenced lease, charged in full, whose holder has not reported yet.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Unreported {
-    /// The period the charge went into (a report from an earlier period gives nothing back:
-    /// that spend was reset at rollover).
-    pub period_index: u64,
-    pub granted_total: u64,
-    /// What was charged for the lease in all: its grant plus the debt allowance (or more if
-    /// the node had reported more).
-    pub charged_total: u64,
-    pub used_reported: u64,
-}
 
 impl Pool {
     /// Remembers a lease that was just charged in full (expiry or fencing).
