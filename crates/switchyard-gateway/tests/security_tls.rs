@@ -198,6 +198,7 @@ async fn https_workers_are_verified_against_the_configured_ca() {
     config.upstream.tls_ca_path = live_ca.display().to_string();
     config.server.tls_reload_interval_ms = 100;
     config.health.health.interval_ms = 100;
+    config.health.health.suspect_interval_ms = 100;
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
         .await
         .unwrap();
