@@ -104,7 +104,6 @@ async fn unknown_callers_get_401_before_their_body_is_read_and_tags_reach_the_wo
     );
 }
 
-#[ignore = "known regression since the spend-journal change: a lone replica admits past its hard limit (1200 of 1000 spent); to be fixed, see the budget issue"]
 #[tokio::test]
 async fn the_budget_is_spent_by_real_usage_and_refused_with_429_and_retry_after() {
     // Each answer reports 400 + 200 = 600 tokens, far above the small estimate.

@@ -73,6 +73,7 @@ async fn request_spans_reach_the_collector_in_the_clients_trace() {
     let url = format!("{}/v1/chat/completions", gateway.base_url);
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let client_parent = format!("00-{trace_id}-00f067aa0ba902b7-01");
+    let last_reply = Mutex::new(String::new());
     let ready = eventually(Duration::from_secs(20), || async {
         let reply = send(
             Method::POST,
@@ -84,10 +85,16 @@ async fn request_spans_reach_the_collector_in_the_clients_trace() {
             chat("sim-llama", "hi", false).to_string(),
         )
         .await;
+        *last_reply.lock() = format!("{} {}", reply.status, reply.body);
         reply.status == 200
     })
     .await;
-    assert!(ready, "the gateway never answered 200");
+    assert!(
+        ready,
+        "the gateway never answered 200; last reply {}; log:\n{}",
+        last_reply.lock(),
+        gateway.log_tail()
+    );
 
     let names = ["request", "admit", "select", "attempt", "stream"];
     let complete = eventually(Duration::from_secs(10), || async {

@@ -267,7 +267,6 @@ async fn a_tokenizer_request_without_a_model_goes_to_the_only_model() {
     assert_eq!(echo.last().path, "/tokenize");
 }
 
-#[ignore = "known regression since the spend-journal change: a lone replica admits past its hard limit (1200 of 1000 spent); to be fixed, see the budget issue"]
 #[tokio::test]
 async fn surface_requests_are_admitted_and_spend_their_reported_usage() {
     // Every echo answer reports 400 tokens; the tenant has 1000 a day.

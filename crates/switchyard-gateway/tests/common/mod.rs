@@ -217,6 +217,20 @@ pub struct GatewayProcess {
     pub child: tokio::process::Child,
     pub base_url: String,
     stderr_drain: tokio::task::JoinHandle<()>,
+    /// The last lines the process wrote to stderr, for failure messages.
+    pub recent_log: std::sync::Arc<parking_lot::Mutex<std::collections::VecDeque<String>>>,
+}
+
+impl GatewayProcess {
+    /// The last lines of the process's log, one per line.
+    pub fn log_tail(&self) -> String {
+        self.recent_log
+            .lock()
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 }
 
 impl Drop for GatewayProcess {
@@ -258,12 +272,23 @@ impl GatewayProcess {
             .await
             .expect("gateway did not start");
         // Keep draining stderr so the child never blocks on a full pipe.
-        let stderr_drain =
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let recent_log =
+            std::sync::Arc::new(parking_lot::Mutex::new(std::collections::VecDeque::new()));
+        let kept = recent_log.clone();
+        let stderr_drain = tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut kept = kept.lock();
+                if kept.len() == 200 {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+        });
         Self {
             child,
             base_url: format!("http://{addr}"),
             stderr_drain,
+            recent_log,
         }
     }
 }
@@ -281,8 +306,9 @@ pub async fn run_to_exit(args: &[&str]) -> (i32, String) {
     )
 }
 
-/// A fake worker that answers every request with a fixed non-streaming completion and keeps
-/// the raw request heads it received, so tests can see what the gateway forwarded.
+/// A fake worker that lists `sim-llama` on `GET /v1/models`, answers every other request with a
+/// fixed non-streaming completion and keeps the raw request heads it received, so tests can see
+/// what the gateway forwarded.
 pub struct CaptureWorker {
     pub url: String,
     pub heads: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
@@ -309,7 +335,7 @@ impl CaptureWorker {
                     let mut buf = vec![0u8; 65536];
                     let mut read = 0;
                     // One request per connection: read until the body is complete enough.
-                    loop {
+                    let models_request = loop {
                         match socket.read(&mut buf[read..]).await {
                             Ok(0) | Err(_) => return,
                             Ok(n) => read += n,
@@ -323,17 +349,23 @@ impl CaptureWorker {
                                 .and_then(|v| v.trim().parse().ok())
                                 .unwrap_or(0);
                             if read >= end + 4 + length {
+                                let models = head.starts_with("get /v1/models");
                                 seen.lock().push(head);
-                                break;
+                                break models;
                             }
                         }
-                    }
-                    let body = format!(
-                        r#"{{"id":"c","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"ok"}}}}],"usage":{{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{}}}}}"#,
-                        usage_tokens.0,
-                        usage_tokens.1,
-                        usage_tokens.0 + usage_tokens.1
-                    );
+                    };
+                    let body = if models_request {
+                        r#"{"object":"list","data":[{"id":"sim-llama","object":"model"}]}"#
+                            .to_string()
+                    } else {
+                        format!(
+                            r#"{{"id":"c","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"ok"}}}}],"usage":{{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{}}}}}"#,
+                            usage_tokens.0,
+                            usage_tokens.1,
+                            usage_tokens.0 + usage_tokens.1
+                        )
+                    };
                     let response = format!(
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
                         body.len(),

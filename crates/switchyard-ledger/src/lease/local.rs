@@ -244,15 +244,17 @@ impl LocalLease {
         c.inflight = c.inflight.saturating_sub(estimate);
         if actual >= estimate {
             let extra = actual - estimate;
-            // Overshoot stays within the debt allowance above what the journal bounds too,
-            // so a crash never hides more than the ledger charges for it.
-            let ceiling = c
-                .granted_total
-                .min(c.journaled.max(c.used_total))
-                .saturating_add(c.max_debt);
+            // Real usage is always charged (up to the debt allowance): capping it at the
+            // journal's ceiling would under-report what was spent and let the budget be
+            // overspent. The journal catches up instead: the writer syncs a ceiling that
+            // covers the new spend at its next pass.
+            let ceiling = c.granted_total.saturating_add(c.max_debt);
             let room = ceiling.saturating_sub(c.used_total);
             let taken = extra.min(room);
             c.used_total += taken;
+            if c.used_total > c.journaled {
+                c.journal_wanted = c.journal_wanted.max(c.used_total);
+            }
             extra - taken
         } else {
             c.used_total = c.used_total.saturating_sub(estimate - actual);
@@ -478,13 +480,17 @@ mod tests {
         assert_eq!((epoch, ceiling), (1, 520));
         lease.journal_synced(epoch, ceiling);
         assert!(lease.try_reserve(60, t0).is_ok());
-        // Settlement overshoot stays within the debt allowance above the ceiling.
-        assert_eq!(
-            lease.settle(60, 400),
-            80,
-            "ceiling 520 + debt 10, used 270 + 260"
-        );
-        assert_eq!(lease.snapshot().used_total, 530);
+        // Settlement overshoot is charged in full within the grant and its debt allowance,
+        // and asks the writer for a ceiling that covers it.
+        assert_eq!(lease.settle(60, 400), 0, "used 270 + 340 fits the grant");
+        assert_eq!(lease.snapshot().used_total, 610);
+        let (_, ceiling) = lease.journal_due().unwrap();
+        assert!(ceiling >= 610, "{ceiling}");
+        lease.journal_synced(1, ceiling);
+        assert_eq!(lease.settle(0, 500), 100, "past grant 1000 + debt 10");
+        assert_eq!(lease.snapshot().used_total, 1010);
+        let (_, ceiling) = lease.journal_due().unwrap();
+        assert_eq!(ceiling, 1010, "the journal covers the debt too");
         // A new epoch closes the old one and starts from its own synced ceiling.
         lease.apply_grant(&grant(2, 1000, 10_000), t0, Duration::ZERO, t0, 0);
         assert_eq!(lease.take_closed_epochs(), vec![1]);
