@@ -2,7 +2,8 @@
 """Figures on real llama.cpp engines: gateway overhead versus direct, TTFT with cache_aware
 versus round_robin on repeated prefixes, and failover time when an engine is SIGKILLed.
 
-Usage: python3 benches/e2e/llama/figures.py [--gateway target/debug/switchyard]
+Usage: python3 benches/e2e/llama/figures.py [--gateway target/debug/switchyard] [--rounds N]
+       [--prefixes N] [--repeats N] [--prefix-notes N] [--failover-requests N]
 Needs `benches/e2e/llama/build.sh` to have run (SWITCHYARD_LLAMA_DIR like there). Uses only
 loopback ports FIG_PORT_BASE..FIG_PORT_BASE+9 (default 26000). Prints a markdown section.
 Every loop is bounded; every process it starts is stopped on exit.
@@ -16,6 +17,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 DIR = os.environ.get("SWITCHYARD_LLAMA_DIR", os.path.expanduser("~/.cache/switchyard-llama"))
@@ -76,9 +78,18 @@ def start_llama(port):
 
 
 def start_gateway(binary, policy, workers):
-    args = [binary, "serve", "--port", str(BASE), "--policy", policy]
+    # A CPU engine prefills a few tens of tokens a second, far below the first-byte
+    # deadline's default (GPU) pace: say so, or long prompts miss their deadline and retry.
+    lines = [f"[server]\nhost = \"127.0.0.1\"\nport = {BASE}\n",
+             f"[routing]\npolicy = \"{policy}\"\n",
+             "[upstream.first_byte]\ncold_prefill_tokens_per_second = 10\n"]
     for name, port in workers:
-        args += ["--worker-url", f"{name}=http://127.0.0.1:{port}"]
+        lines.append(f"[[workers]]\nname = \"{name}\"\nurl = \"http://127.0.0.1:{port}\"\n"
+                     "engine = \"llamacpp\"\n")
+    config = os.path.join(tempfile.mkdtemp(prefix="switchyard-llama-fig-"), "gateway.toml")
+    with open(config, "w") as f:
+        f.write("\n".join(lines))
+    args = [binary, "serve", "--config", config]
     env = dict(os.environ, SWITCHYARD_ADMIN_API_KEY=ADMIN_KEY, RUST_LOG="warn")
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     PROCS.append(proc)
@@ -150,7 +161,7 @@ def overhead(binary, rounds):
     return direct, gateway
 
 
-def prefix_ttft(binary, policy, prefixes, repeats, seed):
+def prefix_ttft(binary, policy, prefixes, repeats, notes, seed):
     """Streams questions over shared long prefixes; TTFT per request and cached-token share."""
     a, b = start_llama(BASE + 1), start_llama(BASE + 2)
     gw = start_gateway(binary, policy, [("a", BASE + 1), ("b", BASE + 2)])
@@ -158,7 +169,7 @@ def prefix_ttft(binary, policy, prefixes, repeats, seed):
     topics = ["rivers", "volcanoes", "compilers", "bridges", "orchards", "glaciers", "trains",
               "lighthouses", "deserts", "violins", "tides", "beehives"][:prefixes]
     docs = {t: " ".join(f"Note {i} about {t}: the {t} we studied were measured and described "
-                        f"in detail by the survey team on day {i}." for i in range(24))
+                        f"in detail by the survey team on day {i}." for i in range(notes))
             for t in topics}
     order = [t for t in topics for _ in range(repeats)]
     rng.shuffle(order)
@@ -217,6 +228,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--prefixes", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    # Sentences per shared prefix (about 21 tokens each): fewer keep a slow machine bounded.
+    parser.add_argument("--prefix-notes", type=int, default=24)
+    parser.add_argument("--failover-requests", type=int, default=40)
     args = parser.parse_args()
     for path in (SERVER, MODEL_FILE, args.gateway):
         if not os.path.exists(path):
@@ -229,14 +243,16 @@ def main():
     print(f"gateway p50 {pct(gateway, .5):.1f} ms  p90 {pct(gateway, .9):.1f} ms")
     print(f"overhead p50 {pct(gateway, .5) - pct(direct, .5):+.1f} ms")
     print(f"load: {os.getloadavg()}")
-    print(f"\n#### TTFT on repeated prefixes ({args.prefixes} prefixes x {args.repeats}, 2 engines)")
+    print(f"\n#### TTFT on repeated prefixes ({args.prefixes} prefixes x {args.repeats},"
+          f" {args.prefix_notes} notes each, 2 engines)")
     for policy in ("cache_aware", "round_robin"):
-        ttfts, share, spread = prefix_ttft(args.gateway, policy, args.prefixes, args.repeats, 7)
+        ttfts, share, spread = prefix_ttft(args.gateway, policy, args.prefixes, args.repeats,
+                                           args.prefix_notes, 7)
         print(f"{policy:12} TTFT mean {statistics.mean(ttfts):.0f} ms  p50 {pct(ttfts, .5):.0f} ms"
               f"  p90 {pct(ttfts, .9):.0f} ms  cached prompt share {share:.0%}"
               f"  engines per prefix {spread:.2f}")
         print(f"load: {os.getloadavg()}")
-    out_after, failed, total, worst = failover(args.gateway, 40)
+    out_after, failed, total, worst = failover(args.gateway, args.failover_requests)
     print("\n#### Failover on a SIGKILLed engine (sequential requests, round_robin)")
     print(f"taken out after {out_after * 1000:.0f} ms; {failed} of {total} requests failed;"
           f" slowest request around the kill {worst:.0f} ms" if out_after else

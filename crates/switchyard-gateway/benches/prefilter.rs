@@ -47,7 +47,16 @@ fn bench(c: &mut Criterion) {
         let parsed = openai::parse(Route::ChatCompletions, body.as_bytes()).unwrap();
         c.bench_function(&format!("select_64_workers_16_filtered/{policy}"), |b| {
             b.iter(|| {
-                black_box(select_worker(&state.stack, &parsed, Some("session-1"), &[]).unwrap())
+                black_box(
+                    select_worker(
+                        &state.stack,
+                        Route::ChatCompletions,
+                        &parsed,
+                        Some("session-1"),
+                        &[],
+                    )
+                    .unwrap(),
+                )
             })
         });
         runtime.block_on(gateway.shutdown());

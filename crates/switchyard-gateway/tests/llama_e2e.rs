@@ -62,9 +62,16 @@ async fn two_real_llama_servers_behind_the_gateway() {
         "llama-server ready in {:?} / {:?} (503 while loading seen: {} / {})",
         a.started_in, b.started_in, a.saw_loading, b.saw_loading
     );
+    // The engine's own health: 503 with "Loading model" until the model is in memory (what
+    // the gateway's health check, non-2xx = not ready, keeps it out of routing by).
+    assert!(a.saw_loading && b.saw_loading, "no 503 seen while loading");
     let mut config = config_for(&[], "cache_aware");
     config.workers = vec![a.spec(), b.spec()];
     config.health.latency_aware.scrape_interval_ms = 300;
+    // A CPU engine on this shared machine prefills a few tens of tokens a second, a hundredth
+    // of the default's GPU pace: without saying so, a 200-token prompt would miss its
+    // first-byte deadline (the pace is learned only from streams of 512+ prompt tokens).
+    config.upstream.first_byte.cold_prefill_tokens_per_second = 10;
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
         .await
         .unwrap();
@@ -156,9 +163,20 @@ async fn two_real_llama_servers_behind_the_gateway() {
         "{} Summarise the text above in one word.",
         "The river flows past the old mill and the children play on its banks. ".repeat(12)
     );
+    // The reuse shows in real latency too: the repeat skips the prefill of the prefix.
     let url = format!("{base}/v1/chat/completions");
+    let started = Instant::now();
     let first = post_json(&url, &chat_body(&long, 4, false)).await;
+    let first_took = started.elapsed();
+    let started = Instant::now();
     let second = post_json(&url, &chat_body(&long, 4, false)).await;
+    let second_took = started.elapsed();
+    assert_eq!(
+        (first.status.as_u16(), second.status.as_u16()),
+        (200, 200),
+        "{}",
+        second.body
+    );
     assert_eq!(
         first.header("x-switchyard-worker"),
         second.header("x-switchyard-worker")
@@ -167,6 +185,23 @@ async fn two_real_llama_servers_behind_the_gateway() {
         .as_u64()
         .unwrap_or(0);
     assert!(cached > 100, "cached tokens on the repeat: {}", second.body);
+    assert!(
+        second_took < first_took / 2,
+        "the repeat took {second_took:?}, the first {first_took:?}"
+    );
+    eprintln!("repeated prefix: first {first_took:?}, repeat {second_took:?} ({cached} cached)");
+
+    // llama.cpp publishes no latency histograms: the gateway's own observations stand in.
+    // (A window restarts once it has enough samples, so each poll adds one.)
+    let observed = eventually(Duration::from_secs(20), || async {
+        post_json(&url, &chat_body("Hi.", 1, false)).await;
+        workers(&base).await.iter().any(|w| {
+            w["latency"]["source"] == "gateway_observed"
+                && w["latency"]["ttft_samples"].as_u64().unwrap_or(0) > 0
+        })
+    })
+    .await;
+    assert!(observed, "latency figures: {:?}", workers(&base).await);
 
     // The tokenizer round trip (llama.cpp's endpoints take no model; one is served).
     let tokens = post_json(

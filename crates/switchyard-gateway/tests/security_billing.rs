@@ -200,7 +200,7 @@ async fn max_tokens_beyond_the_models_context_is_a_400() {
     };
     assert!(
         eventually(std::time::Duration::from_secs(10), || async {
-            ask(2048).await.status == 200
+            ask(2000).await.status == 200
         })
         .await,
         "the model is discovered and served"

@@ -244,9 +244,32 @@ async fn every_surface_endpoint_reaches_its_worker_path_routed_by_model() {
     )
     .await;
     assert_eq!(no_model.status, 400, "{}", no_model.body);
+    // GET and DELETE pass through with their method, path and query, to the model the
+    // query names; without one, two models served make it ambiguous.
     let get = send(Method::GET, &format!("{base}/v1/files"), &[], "").await;
-    assert_eq!(get.status, 404, "{}", get.body);
-    assert_eq!(get.error_code(), "unknown_route");
+    assert_eq!(get.status, 400, "{}", get.body);
+    assert!(get.body.contains("rank-model"), "{}", get.body);
+    for (method, path, worker) in [
+        (Method::GET, "/v1/files?model=rank-model&limit=2", &ranker),
+        (
+            Method::DELETE,
+            "/v1/responses/resp_1?model=chat-model",
+            &chat,
+        ),
+        (Method::GET, "/v1/batches/b1?model=chat-model", &chat),
+    ] {
+        let reply = send(method.clone(), &format!("{base}{path}"), &[], "").await;
+        assert_eq!(reply.status, 200, "{method} {path}: {}", reply.body);
+        assert!(reply.header("x-switchyard-worker").is_some());
+        let seen = worker.last();
+        assert_eq!((&seen.method, seen.path.as_str()), (&method, path));
+        assert!(seen.body.is_empty());
+    }
+    let unknown_model = send(Method::GET, &format!("{base}/v1/files?model=nope"), &[], "").await;
+    assert_eq!(unknown_model.error_code(), "model_not_found");
+    let put = send(Method::PUT, &format!("{base}/v1/files"), &[], "").await;
+    assert_eq!(put.status, 404, "{}", put.body);
+    assert_eq!(put.error_code(), "unknown_route");
     // The gateway's own /v1/models still answers.
     let models = send(Method::GET, &format!("{base}/v1/models"), &[], "").await;
     assert_eq!(models.status, 200, "{}", models.body);
@@ -265,6 +288,17 @@ async fn a_tokenizer_request_without_a_model_goes_to_the_only_model() {
     .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(echo.last().path, "/tokenize");
+    // So does a GET that names none.
+    let reply = send(
+        Method::GET,
+        &format!("{}/v1/files/file-1/content", gateway.base_url()),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(echo.last().path, "/v1/files/file-1/content");
+    assert_eq!(echo.last().method, Method::GET);
 }
 
 #[tokio::test]
@@ -287,6 +321,14 @@ async fn surface_requests_are_admitted_and_spend_their_reported_usage() {
     )
     .await;
     assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let bodiless = send(
+        Method::GET,
+        &format!("{}/v1/files", gateway.base_url()),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(bodiless.status, 401, "{}", bodiless.body);
     let ask = |input: &str| {
         send(
             Method::POST,
@@ -338,8 +380,8 @@ async fn models_are_listed_with_their_context_and_retrieved_by_id() {
     let missing = send(Method::GET, &format!("{base}/v1/models/gpt-9"), &[], "").await;
     assert_eq!(missing.status, 404);
     assert_eq!(missing.json()["error"]["code"], "model_not_found");
-    // Other methods and paths on /v1 stay OpenAI-shaped 404s.
-    let other = send(Method::GET, &format!("{base}/v1/files"), &[], "").await;
+    // Methods with no pass-through meaning on /v1 stay OpenAI-shaped 404s.
+    let other = send(Method::PATCH, &format!("{base}/v1/files"), &[], "").await;
     assert_eq!(other.status, 404);
     assert_eq!(other.json()["error"]["code"], "unknown_route");
     gateway.shutdown().await;

@@ -34,7 +34,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/v1/responses", post(surface::responses))
         .route(
             "/v1/{*rest}",
-            post(surface::passthrough).fallback(surface::passthrough_other_method),
+            post(surface::passthrough).fallback(surface::passthrough_bodiless),
         )
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))

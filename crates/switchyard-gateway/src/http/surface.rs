@@ -1,12 +1,12 @@
 //! Handlers for the surface beyond chat and completions. Each forwards to the worker at the
 //! client's own path and query, so vLLM's aliases (`/rerank`, `/v2/rerank`, `/score`) reach
-//! the same endpoint they name. (These routes are not nested, so the request URI is the
-//! client's own.)
+//! the same endpoint they name; other `/v1/*` paths pass through on `POST`, `GET` and
+//! `DELETE`. (These routes are not nested, so the request URI is the client's own.)
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::response::Response;
-use http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method};
 
 use crate::error::ApiError;
 use crate::openai::Route;
@@ -21,7 +21,7 @@ async fn forward(
     body: Body,
 ) -> Response {
     let path = uri.path_and_query().map_or(route.path(), |p| p.as_str());
-    proxy::handle_at(state, route, path, headers, body).await
+    proxy::handle_at(state, route, &Method::POST, path, headers, body).await
 }
 
 macro_rules! surface_handler {
@@ -45,13 +45,28 @@ surface_handler!(score, Route::Score);
 surface_handler!(responses, Route::Responses);
 surface_handler!(passthrough, Route::Passthrough);
 
-/// Other methods on `/v1/*`: nothing there can be routed by model.
-pub async fn passthrough_other_method(method: http::Method, uri: http::Uri) -> ApiError {
-    ApiError::not_found(
-        "unknown_route",
-        format!(
-            "no route for {method} {}: only POST requests that name a model are passed through",
-            uri.path()
-        ),
-    )
+/// `GET` and `DELETE` on other `/v1/*` paths (files, batches, stored responses): passed
+/// through with the client's method, path and query, admitted like any request, to a worker
+/// of the model named by the `model` query parameter, else of the fleet's only model. Such
+/// resources live on one engine: with several workers per model, only the one that made a
+/// resource knows it. Other methods have no OpenAI meaning there.
+pub async fn passthrough_bodiless(
+    State(state): State<SharedState>,
+    method: Method,
+    uri: http::Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if method != Method::GET && method != Method::DELETE {
+        return ApiError::not_found(
+            "unknown_route",
+            format!(
+                "no route for {method} {}: `/v1/*` passes through POST, GET and DELETE",
+                uri.path()
+            ),
+        )
+        .into_response();
+    }
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    proxy::handle_at(state, Route::Passthrough, &method, path, headers, body).await
 }

@@ -173,7 +173,13 @@ impl Metrics {
             "switchyard_breaker_rejections_total",
             "Chosen workers whose half-open circuit breaker had no trial permit left.",
         )?;
-        for reason in ["draining", "unhealthy", "circuit_open", "overloaded"] {
+        for reason in [
+            "draining",
+            "unhealthy",
+            "circuit_open",
+            "overloaded",
+            "context_too_short",
+        ] {
             workers_filtered.with_label_values(&[reason]);
         }
         for kind in ["logical", "physical", "virtual"] {

@@ -7,6 +7,7 @@ mod request;
 mod surface;
 
 pub use request::{ParsedRequest, Route};
+pub use surface::parse_bodiless;
 
 use self::request::from_json;
 use crate::error::ApiError;

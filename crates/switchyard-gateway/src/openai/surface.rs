@@ -87,6 +87,31 @@ pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
     })
 }
 
+#[derive(serde::Deserialize)]
+struct ModelQuery {
+    model: Option<String>,
+}
+
+/// The routing fields of a bodiless pass-through (`GET` or `DELETE` on `/v1/*`: files,
+/// batches, stored responses): the model its `model` query parameter names, else none (the
+/// fleet's only model is then taken). Nothing to route by prefix and no output to reserve;
+/// usage, if the worker reports any, is still metered.
+pub fn parse_bodiless(path_and_query: &str) -> ParsedRequest {
+    let model = http::Uri::try_from(path_and_query)
+        .ok()
+        .and_then(|uri| axum::extract::Query::<ModelQuery>::try_from_uri(&uri).ok())
+        .and_then(|query| query.0.model)
+        .unwrap_or_default();
+    ParsedRequest {
+        model,
+        stream: false,
+        prompt: String::new(),
+        user: None,
+        max_tokens: Some(0),
+        include_usage: false,
+    }
+}
+
 /// Output tokens the request may generate: none for the encoders (embeddings, tokenizer,
 /// rerank, score), the client's limit for generation, unknown otherwise.
 fn requested_output(route: Route, object: &Map<String, Value>) -> Result<Option<u64>, ApiError> {
@@ -208,6 +233,16 @@ mod tests {
         let limit =
             parse_any(Route::Responses, br#"{"model":"m","max_output_tokens":-1}"#).unwrap_err();
         assert!(limit.message.contains("max_output_tokens"));
+    }
+
+    #[test]
+    fn bodiless_requests_name_their_model_in_the_query_if_at_all() {
+        let named = parse_bodiless("/v1/files?limit=2&model=org%2Fchat-model");
+        assert_eq!(named.model, "org/chat-model");
+        assert_eq!((named.prompt.as_str(), named.max_tokens), ("", Some(0)));
+        assert!(!named.stream);
+        assert_eq!(parse_bodiless("/v1/batches/b1").model, "");
+        assert_eq!(parse_bodiless("/v1/files?model=").model, "");
     }
 
     #[test]

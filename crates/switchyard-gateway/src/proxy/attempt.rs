@@ -137,14 +137,17 @@ pub async fn attempt(
             detail: format!("cannot build upstream URI: {e}"),
         })?;
     let mut builder = Request::builder()
-        .method(Method::POST)
+        .method(ctx.method.clone())
         .uri(uri)
-        .header(header::CONTENT_TYPE, "application/json")
         .header(headers::REQUEST_ID, ctx.request_id)
         .header(
             TRACEPARENT,
             TraceContext::for_request(ctx.client_headers, ctx.request_id).header_for(span_id),
         );
+    // A bodiless pass-through (`GET`, `DELETE`) carries no JSON.
+    if !body.is_empty() || ctx.method == Method::POST {
+        builder = builder.header(header::CONTENT_TYPE, "application/json");
+    }
     for name in FORWARDED_REQUEST_HEADERS {
         if let Some(value) = ctx.client_headers.get(name) {
             builder = builder.header(name, value);

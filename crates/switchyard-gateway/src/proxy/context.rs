@@ -1,7 +1,7 @@
 //! What every stage of one request shares: the stack's handles, the route, the client's
 //! headers, the request id and when the request arrived.
 
-use http::HeaderMap;
+use http::{HeaderMap, Method};
 use std::time::Instant;
 
 use crate::openai::Route;
@@ -11,6 +11,8 @@ use crate::state::Stack;
 pub struct RequestContext<'a> {
     pub stack: &'a Stack,
     pub route: Route,
+    /// The client's method, forwarded as is: `POST` but for bodiless pass-through.
+    pub method: &'a Method,
     /// Path (and query) of the worker's endpoint.
     pub upstream_path: &'a str,
     pub client_headers: &'a HeaderMap,

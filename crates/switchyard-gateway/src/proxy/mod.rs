@@ -2,11 +2,13 @@
 //!
 //! 1. `identity` — API key → caller, priority, purpose (401/403 before the body is read);
 //! 2. `body` — the bounded body read (413 / 408 / 503 over the held-bodies budget);
-//! 3. `parse` — only what routing and budgets need (400 past the output-token limits);
+//! 3. `parse` — only what routing and budgets need (400 past the output-token limits, or
+//!    when no worker's context holds the prompt and output: `context_fit`);
 //! 4. `degrade` — the degradation verdict: lowered priority, downgrade chain, cache answer
 //!    or friendly error, then lazy warmup;
 //! 5. `admit` — budget, rate, concurrency and the priority queue; the permit is held to the end;
-//! 6. `select` — prefilters, then the routing policy (asked again on each retry);
+//! 6. `select` — the workers whose context fits, prefilters, then the routing policy (asked
+//!    again on each retry);
 //! 7. `retry` + `attempt` — an attempt per worker until one answers its first byte in time,
 //!    retried on another worker within the retry budget; an engine's 4xx in OpenAI's shape
 //!    (`engine_error`);
@@ -23,6 +25,7 @@ mod attempt;
 mod body;
 pub mod body_budget;
 mod context;
+mod context_fit;
 pub mod deadline;
 mod degrade;
 mod engine_error;
@@ -40,7 +43,7 @@ mod usage_stream;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderValue, Method};
 use std::time::Instant;
 use switchyard_core::RequestTags;
 use tracing::Instrument;
@@ -59,14 +62,16 @@ use crate::trace_context::TraceContext;
 /// Serves one OpenAI inference request end to end. Never panics on input; every failure
 /// becomes an OpenAI-shaped error response.
 pub async fn handle(state: SharedState, route: Route, headers: HeaderMap, body: Body) -> Response {
-    handle_at(state, route, route.path(), headers, body).await
+    handle_at(state, route, &Method::POST, route.path(), headers, body).await
 }
 
 /// [`handle`] for a request forwarded to the worker at `upstream_path` (the client's own
-/// path and query: `/rerank` and `/v2/rerank` stay what they were, pass-through keeps its path).
+/// path and query: `/rerank` and `/v2/rerank` stay what they were, pass-through keeps its path)
+/// with the client's `method` (pass-through also takes `GET` and `DELETE`).
 pub async fn handle_at(
     state: SharedState,
     route: Route,
+    method: &Method,
     upstream_path: &str,
     client_headers: HeaderMap,
     body: Body,
@@ -87,6 +92,7 @@ pub async fn handle_at(
         let ctx = RequestContext {
             stack: &state.stack,
             route,
+            method,
             upstream_path,
             client_headers: &client_headers,
             request_id: &request_id,
@@ -170,6 +176,7 @@ pub async fn dispatch_warmup(
     let ctx = RequestContext {
         stack,
         route,
+        method: &Method::POST,
         upstream_path: route.path(),
         client_headers,
         request_id,

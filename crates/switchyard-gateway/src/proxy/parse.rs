@@ -1,16 +1,25 @@
 //! Parse: only what routing and budgets need (model, stream, prompt text, user,
 //! `max_tokens`). 400 past `limits.max_output_tokens`, or, for chat and completions, past the
-//! longest context the model's workers stated. A non-generation request that names no model
-//! is for the one model the fleet serves.
+//! longest context the model's workers stated; 400 (`context_length_exceeded`) for a prompt
+//! plus output that no worker's context holds. A non-generation request that names no model
+//! (a bodiless `GET`/`DELETE` names it in its `model` query parameter, if at all) is for the
+//! one model the fleet serves.
+
+use http::Method;
 
 use crate::error::ApiError;
 use crate::openai::{self, ParsedRequest};
 use crate::state::Stack;
 
 use super::context::RequestContext;
+use super::context_fit;
 
 pub(super) fn parse(ctx: &RequestContext<'_>, body: &[u8]) -> Result<ParsedRequest, ApiError> {
-    let mut parsed = openai::parse(ctx.route, body)?;
+    let mut parsed = if ctx.method == Method::POST {
+        openai::parse(ctx.route, body)?
+    } else {
+        openai::parse_bodiless(ctx.upstream_path)
+    };
     parsed.check_max_tokens(ctx.stack.config().limits.max_output_tokens)?;
     if ctx.route.is_generation() {
         if let Some(context) = model_context(ctx.stack, &parsed.model) {
@@ -18,6 +27,9 @@ pub(super) fn parse(ctx: &RequestContext<'_>, body: &[u8]) -> Result<ParsedReque
         }
     } else if parsed.model.is_empty() {
         parsed.model = only_model(ctx.stack)?;
+    }
+    if context_fit::applies(ctx.route) {
+        context_fit::refuse_if_none_fits(ctx.stack, &parsed)?;
     }
     Ok(parsed)
 }

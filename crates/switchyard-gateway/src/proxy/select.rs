@@ -8,9 +8,10 @@ use switchyard_router::{Candidate, Decision, RouteRequest};
 use switchyard_workers::{Routability, WorkerHandle};
 
 use super::context::RequestContext;
+use super::context_fit;
 use crate::config::Fallback;
 use crate::error::ApiError;
-use crate::openai::ParsedRequest;
+use crate::openai::{ParsedRequest, Route};
 use crate::state::Stack;
 
 /// Seconds a client should wait before retrying when nothing can serve it.
@@ -31,6 +32,7 @@ fn reason_label(routability: Routability) -> &'static str {
 /// without those already tried.
 pub(super) struct Selector<'a> {
     stack: &'a Stack,
+    route: Route,
     request: &'a ParsedRequest,
     /// The client's session id (`routing.routing_key.session_header`), a routing-key input.
     session_id: Option<&'a str>,
@@ -51,6 +53,7 @@ impl<'a> Selector<'a> {
             .and_then(|v| v.to_str().ok());
         Self {
             stack: ctx.stack,
+            route: ctx.route,
             request,
             session_id,
         }
@@ -60,14 +63,21 @@ impl<'a> Selector<'a> {
         &self,
         exclude: &[WorkerId],
     ) -> Result<(Arc<WorkerHandle>, Decision), ApiError> {
-        select_worker(self.stack, self.request, self.session_id, exclude)
+        select_worker(
+            self.stack,
+            self.route,
+            self.request,
+            self.session_id,
+            exclude,
+        )
     }
 }
 
-/// Picks the worker for a request. Answers 404 for a model no worker serves and 503 (with
-/// `Retry-After`) when none can take it.
+/// Picks the worker for a request. Answers 404 for a model no worker serves, 400 for a request
+/// no worker's context holds, and 503 (with `Retry-After`) when none can take it.
 pub fn select_worker(
     stack: &Stack,
+    route: Route,
     request: &ParsedRequest,
     session_id: Option<&str>,
     exclude: &[WorkerId],
@@ -87,6 +97,7 @@ pub fn select_worker(
     if serving.is_empty() {
         return Err(ApiError::model_not_found(&request.model));
     }
+    let serving = fitting(stack, request, route, serving)?;
     let metrics = &stack.metrics;
     let mut candidates = Vec::with_capacity(serving.len());
     let mut filtered: Vec<(&Arc<WorkerHandle>, Routability)> = Vec::new();
@@ -125,6 +136,42 @@ pub fn select_worker(
             ApiError::internal("routing policy chose a worker that is not a candidate")
         })?;
     Ok((worker, decision))
+}
+
+/// The serving workers whose stated context holds the request (all of them for routes where
+/// fit is not judged); a 400 when none does.
+fn fitting<'w>(
+    stack: &Stack,
+    request: &ParsedRequest,
+    route: Route,
+    serving: Vec<&'w Arc<WorkerHandle>>,
+) -> Result<Vec<&'w Arc<WorkerHandle>>, ApiError> {
+    if !context_fit::applies(route) {
+        return Ok(serving);
+    }
+    let needed = request.context_needed();
+    if let Some(longest) = context_fit::longest_if_none_fits(&serving, needed) {
+        stack
+            .metrics
+            .routing_decisions
+            .with_label_values(&["prefilter", "context_too_long"])
+            .inc();
+        return Err(request.context_refusal(longest));
+    }
+    let before = serving.len();
+    let fitting: Vec<_> = serving
+        .into_iter()
+        .filter(|w| context_fit::fits(w, needed))
+        .collect();
+    let dropped = before - fitting.len();
+    if dropped > 0 {
+        stack
+            .metrics
+            .workers_filtered
+            .with_label_values(&["context_too_short"])
+            .inc_by(dropped as u64);
+    }
+    Ok(fitting)
 }
 
 /// One counter update per reason present, not per filtered worker: label lookups hash.

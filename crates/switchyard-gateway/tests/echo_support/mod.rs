@@ -24,6 +24,7 @@ pub const SSE_REPLY: &str = concat!(
 
 #[derive(Clone, Debug)]
 pub struct Seen {
+    pub method: http::Method,
     /// Path and query as the worker received them.
     pub path: String,
     pub body: Bytes,
@@ -32,6 +33,7 @@ pub struct Seen {
 #[derive(Clone)]
 struct EchoState {
     model: String,
+    max_model_len: u64,
     seen: Arc<parking_lot::Mutex<Vec<Seen>>>,
 }
 
@@ -51,15 +53,21 @@ impl Drop for EchoWorker {
 async fn models(State(state): State<EchoState>) -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
         "object": "list",
-        "data": [{"id": state.model, "object": "model", "max_model_len": 2048}],
+        "data": [{"id": state.model, "object": "model", "max_model_len": state.max_model_len}],
     }))
 }
 
-async fn record(State(state): State<EchoState>, uri: http::Uri, body: Bytes) -> Response {
+async fn record(
+    State(state): State<EchoState>,
+    method: http::Method,
+    uri: http::Uri,
+    body: Bytes,
+) -> Response {
     let path = uri
         .path_and_query()
         .map_or(uri.path().to_string(), |p| p.to_string());
     state.seen.lock().push(Seen {
+        method,
         path: path.clone(),
         body: body.clone(),
     });
@@ -82,9 +90,15 @@ async fn record(State(state): State<EchoState>, uri: http::Uri, body: Bytes) -> 
 
 impl EchoWorker {
     pub async fn start(model: &str) -> Self {
+        Self::start_with_context(model, 2048).await
+    }
+
+    /// A worker whose `/v1/models` states `max_model_len` tokens of context.
+    pub async fn start_with_context(model: &str, max_model_len: u64) -> Self {
         let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let state = EchoState {
             model: model.to_string(),
+            max_model_len,
             seen: Arc::clone(&seen),
         };
         let app = Router::new()
