@@ -1,5 +1,6 @@
 //! `Retry-After` for 429/503: exponential backoff with a cap, plus enough jitter that a wave
-//! of refused clients does not come back in step (the recovery storm of seed 004).
+//! of refused clients does not come back in step (a synchronised return would overload the
+//! gateway again just as it recovers).
 
 use rand::Rng;
 use std::time::Duration;

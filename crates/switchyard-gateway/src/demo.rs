@@ -121,7 +121,7 @@ async fn serve(options: &DemoOptions) -> Result<(), DemoError> {
          for chunk in client.chat.completions.create(model=\"sim-llama\", stream=True,\n      messages=[{{\"role\": \"user\", \"content\": \"hello\"}}]):\n      print(chunk.choices[0].delta.content or \"\", end=\"\")\n\n\
          Metrics: {url}/metrics   Workers: curl -H 'authorization: Bearer {DEMO_ADMIN_KEY}' {url}/admin/workers\nCtrl-C to stop."
     );
-    wait_for_shutdown_signal().await;
+    crate::signal::wait_for_shutdown().await;
     println!("shutting down");
     fleet.shutdown().await;
     Ok(())
@@ -153,26 +153,4 @@ async fn compare_policies(options: &DemoOptions, duration: Duration) -> Result<(
     let columns: Vec<(&str, &LoadReport)> = reports.iter().map(|(p, r)| (*p, r)).collect();
     println!("\n{}", render_side_by_side(&columns));
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn wait_for_shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
 }

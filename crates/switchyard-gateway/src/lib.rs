@@ -3,12 +3,13 @@
 //!
 //! Layout: `config` (TOML, validated), `http` (endpoints), `proxy` (the inference request
 //! path, stage by stage), `metrics`, `server` (assembly and lifecycle), `demo` (embedded
-//! default with simulated workers).
+//! default with simulated workers; feature `demo`).
 
 pub mod admin_keys;
 pub mod cluster;
 pub mod config;
 pub mod ctl;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod error;
 pub mod headers;
@@ -21,6 +22,7 @@ pub mod openai;
 pub mod proxy;
 pub mod reload;
 pub mod server;
+pub mod signal;
 pub mod state;
 pub mod telemetry;
 pub mod tls;

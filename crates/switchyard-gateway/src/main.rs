@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use switchyard_gateway::StartOptions;
 use switchyard_gateway::config::{Config, ConfigError};
+#[cfg(feature = "demo")]
 use switchyard_gateway::demo::{self, DemoOptions};
+use switchyard_gateway::signal::wait_for_shutdown;
 use switchyard_workers::WorkerSpec;
 
 #[derive(Parser)]
@@ -73,6 +75,7 @@ enum Command {
     /// Run a gateway from a config file; flags override the file.
     Serve(ServeArgs),
     /// Run a gateway with built-in simulated workers (the embedded default).
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
     /// Operate a running fleet: quotas, overrides, cluster membership, workers.
     Ctl(switchyard_gateway::ctl::CtlArgs),
@@ -114,6 +117,7 @@ struct ServeArgs {
     node_id_from_hostname: bool,
 }
 
+#[cfg(feature = "demo")]
 #[derive(Args)]
 struct DemoArgs {
     #[arg(long, default_value = "127.0.0.1")]
@@ -245,7 +249,7 @@ fn main() -> anyhow::Result<()> {
                 };
                 let plan = switchyard_gateway::lifecycle::DrainPlan::from_config(&config.server);
                 let gateway = switchyard_gateway::start_with(config, options).await?;
-                demo::wait_for_shutdown_signal().await;
+                wait_for_shutdown().await;
                 tracing::info!("shutting down");
                 tokio::select! {
                     _ = gateway.drain_and_stop(plan) => {
@@ -254,7 +258,7 @@ fn main() -> anyhow::Result<()> {
                         }
                         Ok(())
                     }
-                    _ = demo::wait_for_shutdown_signal() => {
+                    _ = wait_for_shutdown() => {
                         tracing::warn!("second stop signal: exiting without finishing the drain");
                         std::process::exit(130);
                     }
@@ -273,6 +277,7 @@ fn main() -> anyhow::Result<()> {
                     std::process::exit(1);
                 }
             },
+            #[cfg(feature = "demo")]
             Command::Demo(args) => {
                 let options = DemoOptions {
                     host: args.host,

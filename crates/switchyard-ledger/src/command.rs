@@ -8,7 +8,8 @@ use switchyard_core::{Priority, Purpose, QuotaScope};
 /// Raft node id of a gateway replica.
 pub type NodeId = u64;
 
-/// Longest override an operator can grant (SPEC §3: default 2 h, no renewal).
+/// Longest override an operator can grant: 2 h, no renewal, so an emergency grant cannot
+/// quietly become a standing budget.
 pub const MAX_OVERRIDE_DURATION_MS: u64 = 2 * 60 * 60 * 1000;
 
 /// Longest lease the state machine hands out, whatever a node asks for: it bounds how long a

@@ -52,7 +52,7 @@ impl RoutingConfig {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsistentHashConfig {
-    /// Virtual nodes per worker (seed 001: 256; fewer moves keys unevenly on changes).
+    /// Virtual nodes per worker (256; fewer moves keys unevenly on changes).
     pub vnodes_per_worker: u32,
     /// Bounded load: a worker above this × the mean in-flight (≥ 1.0) is skipped.
     pub load_factor: f64,

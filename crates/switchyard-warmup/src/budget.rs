@@ -1,4 +1,4 @@
-//! Budget arithmetic and the warmup planner (seed 003 §2.2):
+//! Budget arithmetic and the warmup planner:
 //! `warmup_budget = total_quota × (1 − business_peak_share) × safety`, and
 //! `max warmups = budget ÷ effective mean warmup cost`. A plan that does not fit is
 //! reported with the numbers and the options an operator has.
@@ -19,7 +19,8 @@ pub fn warmup_budget(config: &BudgetConfig) -> u64 {
 pub struct PlanInputs {
     /// Mean tokens per quota-spending warmup (measured, or the configured estimates).
     pub mean_cost_tokens: f64,
-    /// Total requests / first attempts; multiplies the cost (seed 003 §1.3).
+    /// Total requests / first attempts; multiplies the cost (every retry of a warmup is paid
+    /// again).
     pub retry_amplification: f64,
     /// L1 frequency factor in force (degradation level 1 halves it).
     pub scheduled_frequency: f64,

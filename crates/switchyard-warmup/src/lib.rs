@@ -1,5 +1,5 @@
 //! Warmup and degradation for the Switchyard gateway: two hands on one budget, one spends,
-//! one guards (seed 003; seed 004 weapon three).
+//! one guards.
 //!
 //! - **Warmup** ([`WarmupManager`]): connection, instance, cache and context resources in
 //!   tiers: L0 kept warm at a keep-alive interval (a failure alerts), L1 warmed a lead time

@@ -1,4 +1,4 @@
-//! The warmup ramp (seed 003 §3): a wave of warmups climbs its concurrency step by step
+//! The warmup ramp: a wave of warmups climbs its concurrency step by step
 //! (5 → 15 → 35 → 60 → 100 % over windows of 30/30/45/60/60 s). At the end of each window:
 //! error rate < 1 % and p95 < 2 × steady → advance; error rate > 3 % → back off one step and
 //! hold it for an extra window; anything between → hold. Two backoffs without a clean window

@@ -146,7 +146,8 @@ async fn a_warmup_landing_outside_the_business_set_is_misdirected() {
 
 /// Routes warmups like the gateway does: the target's session / user / prompt through a
 /// consistent-hash policy (which keys by the shared routing-key function). `own_identity`
-/// models seed 003 §7.2: the warmup job used its own caller id as the session.
+/// models a known failure: the warmup job used its own caller id as the session, so its
+/// warmups landed where no business session would.
 struct RoutedExecutor {
     policy: ConsistentHashPolicy,
     names: Vec<String>,

@@ -1,4 +1,4 @@
-//! Circuit breaker with Resilience4j semantics (seed 004), as a pure state machine: the
+//! Circuit breaker with Resilience4j semantics, as a pure state machine: the
 //! caller passes the time in.
 //!
 //! Closed: a count-based sliding window of the last `window_size` calls; once it holds at

@@ -18,7 +18,8 @@ pub struct HealthConfig {
     pub hung: HungConfig,
 }
 
-/// Active health checks (seed 001: out after 3 consecutive failures, back after 5 successes).
+/// Active health checks: out after 3 consecutive failures, back after 5 successes (leaving
+/// fast, returning only once it is clearly well, so a flapping worker stays out).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HealthCheckConfig {
@@ -47,7 +48,7 @@ impl Default for HealthCheckConfig {
     }
 }
 
-/// The latency overload marker (seed 000): collector, hysteresis judge.
+/// The latency overload marker: collector, hysteresis judge.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LatencyAwareConfig {
@@ -126,7 +127,7 @@ const DEFAULT_PROBE_PROMPT: &str = "You are a helpful assistant. A customer writ
     for a refund or an express replacement? Please answer briefly and politely, cite the \
     order number if you have it, and do not invent a tracking code.";
 
-/// Per-worker circuit breaker, Resilience4j semantics (seed 004).
+/// Per-worker circuit breaker, Resilience4j semantics.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConfig {

@@ -1,4 +1,4 @@
-//! Consecutive-result health state (seed 001): out after `unhealthy_threshold` failures in a
+//! Consecutive-result health state: out after `unhealthy_threshold` failures in a
 //! row, back after `healthy_threshold` successes in a row. A pure state machine.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! The hysteresis judge (seed 000): easy to enter, hard to leave.
+//! The hysteresis judge: easy to enter, hard to leave (so a worker near the threshold does
+//! not flap in and out of routing).
 //!
 //! Not overloaded -> overloaded when TTFT p90 >= the overload threshold OR TPOT p90 >= its
 //! threshold. Overloaded -> recovered only when a window with enough samples shows TTFT p90

@@ -117,7 +117,7 @@ pub struct CheckConfig {
     pub hang_grace: Duration,
     /// Longest time from the final heal until every node agrees.
     pub convergence_bound: Duration,
-    /// Longest override the system may grant (SPEC §3: 2 h).
+    /// Longest override the system may grant (2 h).
     pub max_override_duration_ms: u64,
     /// Clock slack between the runner and the ledger when judging override deadlines.
     pub expiry_tolerance: Duration,

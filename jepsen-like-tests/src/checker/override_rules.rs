@@ -1,4 +1,4 @@
-//! Override rules (SPEC §3): the approver is never the requester, an override is not used
+//! Override rules: the approver is never the requester, an override is not used
 //! before approval nor after its deadline or revocation, and it is never renewed (approved
 //! twice, or granted longer than the maximum). And the system's answers are true: an
 //! approval or revocation answered as refused must not have taken effect.

@@ -1,4 +1,4 @@
-//! Admission tunables. Every field has a default (seeds 003 §4–5 and 004), unknown keys are
+//! Admission tunables. Every field has a default, unknown keys are
 //! rejected, and `validate` names the offending field.
 
 mod gates;

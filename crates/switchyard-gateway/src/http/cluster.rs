@@ -20,7 +20,8 @@ use crate::state::{AppState, SharedState};
 
 type JsonResult = Result<Json<serde_json::Value>, ApiError>;
 
-/// The longest a quota override may last (seed 003: default 2 h, no renewal).
+/// The longest a quota override may last: 2 h, no renewal, so an emergency grant cannot
+/// quietly become a standing budget.
 const MAX_OVERRIDE: Duration = Duration::from_secs(2 * 3600);
 
 fn node(state: &AppState) -> Result<&Arc<LedgerNode>, ApiError> {

@@ -211,7 +211,7 @@ fn count_filtered(stack: &Stack, filtered: &[(&Arc<WorkerHandle>, Routability)])
     }
 }
 
-/// Seed 000 §5: a *logical* hit (the prompt's prefix is cached on some worker) becomes a
+/// A *logical* hit (the prompt's prefix is cached on some worker) becomes a
 /// *physical* hit only if the request lands there; a *virtual* hit is a logical hit whose
 /// holder was filtered out — the hidden cost of overload filtering, made visible.
 fn count_cache_outcome(stack: &Stack, decision: &Decision) {

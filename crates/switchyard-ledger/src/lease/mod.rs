@@ -20,7 +20,8 @@ use tokio::sync::{Notify, watch};
 use crate::command::PoolId;
 use crate::view::LedgerView;
 
-/// Reason given when the lease ran out and the ledger cannot be reached (SPEC §5).
+/// Reason given when the lease ran out and the ledger cannot be reached: the replica spent
+/// what it held and may not spend more without a quorum.
 pub const UNREACHABLE_REASON: &str = "quota_ledger_unreachable";
 /// Reason given while the first lease of a budget (or a bigger one) is being fetched.
 pub const PENDING_REASON: &str = "quota_lease_pending";

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 pub use crate::command::UNLIMITED_SHARE;
 
-/// Bucket capacity in seconds of the rate (SPEC §3: capacity = rate × 1.5 s).
+/// Bucket capacity in seconds of the rate: a 1.5 s burst absorbs a client's jitter without
+/// letting it spend much beyond its rate.
 pub const BURST: Duration = Duration::from_millis(1_500);
 
 /// Retry advice while this replica holds no rate share at all: it waits for a renewal.

@@ -1,5 +1,5 @@
 //! Spend splits: nodes' batches folded into per-minute series per (caller, purpose, priority,
-//! override?), plus running totals and the two fleet-wide ratios SPEC §3 asks for.
+//! override?), plus running totals and the two fleet-wide ratios operators watch.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -16,7 +16,8 @@ pub struct HotspotConfig {
     pub hot_threshold: f64,
     /// No key is hot while the window holds fewer requests than this.
     pub min_window_requests: u64,
-    /// Length of a time slice; a hot key keeps one worker for a whole slice (seed 001: 30 s).
+    /// Length of a time slice; a hot key keeps one worker for a whole slice (30 s: long
+    /// enough for its prefix cache to pay off).
     pub slice_ms: u64,
     /// How many successive ring workers a hot key rotates over (1 disables spreading); when
     /// its slice's worker is above the load bound it goes to the least loaded of them. Over a

@@ -1,4 +1,4 @@
-//! `[warmup]` and `[degradation]` tunables. Every field has a default (seed 003 and seed 004),
+//! `[warmup]` and `[degradation]` tunables. Every field has a default,
 //! unknown keys are rejected, and `validate` names the offending field.
 
 mod degradation;
@@ -89,7 +89,8 @@ pub struct BudgetConfig {
     pub safety: f64,
     /// Measured warmups before their mean cost replaces the configured estimates.
     pub mean_cost_min_samples: u64,
-    /// Chain-reaction risk on top of retry amplification (seed 003 §1.3): effective cost =
+    /// Chain-reaction risk on top of retry amplification (a warmup that fails is retried,
+    /// and its retries may wake further resources): effective cost =
     /// cost × retry amplification × this.
     pub cascade_factor: f64,
 }
@@ -155,7 +156,7 @@ impl Default for WarmupRampConfig {
     }
 }
 
-/// What gets warmed; the costs differ by an order of magnitude (seed 003 §1.1).
+/// What gets warmed; the costs differ by an order of magnitude.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceKind {

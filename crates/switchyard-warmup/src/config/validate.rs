@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use super::{ResourceConfig, ResourceKind, Tier, WarmupConfig, WarmupRampConfig};
 use crate::error::{ConfigError, invalid};
 
-/// Below this the budget is too small to keep even L0 warm (seed 003 §2.2).
+/// Below this the budget is too small to keep even L0 warm.
 pub(crate) const MIN_SAFETY: f64 = 0.5;
 const RECOMMENDED_SAFETY: (f64, f64) = (0.7, 0.85);
 

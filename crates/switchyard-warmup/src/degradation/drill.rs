@@ -1,4 +1,4 @@
-//! Drills (seed 003 §6.2): run a level on demand, through the same detection and action
+//! Drills (a level never exercised fails when it is needed): run a level on demand, through the same detection and action
 //! path as a real incident, report every action's result, how long detection and entry
 //! took, and whether the gateway recovered to its previous level without a restart.
 //! Recovery in a drill skips the recovery interval: the drill tests that recovery works.

@@ -7,7 +7,7 @@ use super::signals::LevelCause;
 use crate::config::DegradationConfig;
 use crate::schedule::WarmupLimits;
 
-/// Graded degradation (seed 003 §6): one level at a time, worse as the budget or the fleet
+/// Graded degradation: one level at a time, worse as the budget or the fleet
 /// runs hot.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,

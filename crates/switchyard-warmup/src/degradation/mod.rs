@@ -1,4 +1,4 @@
-//! Graded degradation (seed 003 §6): levels 0–3 driven by the budget water level and the
+//! Graded degradation: levels 0–3 driven by the budget water level and the
 //! overload detector, one level at a time, recovering one level per 5 min at most; every
 //! action of a level must succeed (through the gateway's [`ActionExecutor`]) or the level
 //! is marked failed and alerts; operators force and release levels and run drills, all

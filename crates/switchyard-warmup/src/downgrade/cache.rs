@@ -1,4 +1,4 @@
-//! The cache fallback (seed 004 case two): a bounded LRU of answers keyed by the normalised
+//! The cache fallback (an old answer beats no answer when no model can serve): a bounded LRU of answers keyed by the normalised
 //! request, each stored with its generation time. It answers only requests that are not
 //! time-sensitive (configured patterns, or `x-switchyard-fresh: true`) and never answers
 //! with something older than `max_age_secs`; a hit reports its age. Sharded so inserting

@@ -1,4 +1,4 @@
-//! The model downgrade chain (seed 004 weapon three): an alias maps to models best first,
+//! The model downgrade chain (a smaller model answering beats none): an alias maps to models best first,
 //! then the cache fallback, then a friendly OpenAI-shaped error. Pure functions the gateway
 //! calls on the request path: [`plan_downgrade`] picks the link, [`normalise_chat`] rewrites
 //! the body for it, [`degraded_headers`] says what happened.

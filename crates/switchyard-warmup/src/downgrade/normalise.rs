@@ -1,4 +1,4 @@
-//! Prompt normalisation for the model a request moves down to (seed 004 case one): a model
+//! Prompt normalisation for the model a request moves down to: a model
 //! configured without a system role gets the system prompt folded into the first user
 //! message; a model with a short context gets the conversation trimmed to its newest
 //! messages. Every change is disclosed as a [`Notice`]. Operates on the OpenAI chat body

@@ -1,4 +1,4 @@
-//! The steady-state p95 a warmup wave's latency is judged against (seed 003 §3: advance only
+//! The steady-state p95 a warmup wave's latency is judged against (advance only
 //! while the wave's p95 < 2 × steady). Measured from business traffic the gateway served:
 //! the owner hands in its cumulative latency histogram now and then, and the p95 comes from
 //! the difference between the newest snapshot and the one a window earlier (recent traffic,
