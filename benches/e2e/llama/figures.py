@@ -161,8 +161,10 @@ def overhead(binary, rounds):
     return direct, gateway
 
 
-def prefix_ttft(binary, policy, prefixes, repeats, notes, seed):
-    """Streams questions over shared long prefixes; TTFT per request and cached-token share."""
+def prefix_ttft(binary, policy, prefixes, repeats, notes, seed, conversation=False):
+    """Streams questions over shared long prefixes; TTFT per request and cached-token share.
+    `conversation`: each prefix opens a chat whose later questions are its next turns (the
+    history resent), rather than a new chat that shares only the system prompt."""
     a, b = start_llama(BASE + 1), start_llama(BASE + 2)
     gw = start_gateway(binary, policy, [("a", BASE + 1), ("b", BASE + 2)])
     rng = random.Random(seed)
@@ -174,11 +176,14 @@ def prefix_ttft(binary, policy, prefixes, repeats, notes, seed):
     order = [t for t in topics for _ in range(repeats)]
     rng.shuffle(order)
     ttfts, cached, prompt, workers = [], 0, 0, {}
+    history = {t: [{"role": "system", "content": docs[t]}] for t in topics}
     for n, topic in enumerate(order):
+        messages = history[topic] + [
+            {"role": "user", "content": f"Question {n}: summarise in one word."}]
+        if conversation:
+            history[topic] = messages + [{"role": "assistant", "content": "Noted."}]
         body = {"model": MODEL, "max_tokens": 2, "temperature": 0, "stream": True,
-                "stream_options": {"include_usage": True},
-                "messages": [{"role": "system", "content": docs[topic]},
-                             {"role": "user", "content": f"Question {n}: summarise in one word."}]}
+                "stream_options": {"include_usage": True}, "messages": messages}
         first, usage, worker = ttft_stream(BASE, body)
         ttfts.append(first * 1000)
         workers.setdefault(topic, set()).add(worker)
@@ -245,10 +250,12 @@ def main():
     print(f"load: {os.getloadavg()}")
     print(f"\n#### TTFT on repeated prefixes ({args.prefixes} prefixes x {args.repeats},"
           f" {args.prefix_notes} notes each, 2 engines)")
-    for policy in ("cache_aware", "round_robin"):
+    for conversation, policy in ((False, "cache_aware"), (False, "round_robin"),
+                                 (True, "cache_aware"), (True, "round_robin")):
         ttfts, share, spread = prefix_ttft(args.gateway, policy, args.prefixes, args.repeats,
-                                           args.prefix_notes, 7)
-        print(f"{policy:12} TTFT mean {statistics.mean(ttfts):.0f} ms  p50 {pct(ttfts, .5):.0f} ms"
+                                           args.prefix_notes, 7, conversation)
+        workload = "conversation turns" if conversation else "new chats, shared system"
+        print(f"{workload:24} {policy:12} TTFT mean {statistics.mean(ttfts):.0f} ms  p50 {pct(ttfts, .5):.0f} ms"
               f"  p90 {pct(ttfts, .9):.0f} ms  cached prompt share {share:.0%}"
               f"  engines per prefix {spread:.2f}")
         print(f"load: {os.getloadavg()}")
