@@ -53,6 +53,11 @@ async fn put_config_changes_retry_behaviour_at_run_time() {
     for spec in &mut config.workers {
         spec.models = Some(vec!["sim-llama".into()]);
     }
+    // Only retries are under test: health checks (fast after a failure) and the breaker
+    // would otherwise take the failing worker out of routing before the second phase.
+    config.health.health.interval_ms = 600_000;
+    config.health.health.suspect_interval_ms = 600_000;
+    config.health.breaker.minimum_calls = 100;
     let gateway = switchyard_gateway::start(with_alice(config), Some(ADMIN_KEY.into()))
         .await
         .unwrap();
