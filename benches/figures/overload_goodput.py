@@ -3,7 +3,8 @@
 
     overload_goodput.py poll PORT KEY OUT
         Every 500 ms: GET /admin/admission, one JSON line per sample (unix ms + the snapshot's
-        state, capacity and queue fields). Until SIGTERM; bounded to 15 minutes.
+        state, capacity and queue fields, and each worker's routability from /admin/workers).
+        Until SIGTERM; bounded to 15 minutes.
     overload_goodput.py completed PORT [PORT ...]
         Sum of vllm:request_success_total over the sims on these ports.
     overload_goodput.py render META_TSV OUT_MD
@@ -51,6 +52,16 @@ def poll(port, key, out):
                 snap = json.loads(fetch(f"http://127.0.0.1:{port}/admin/admission", key))
                 row = {k: snap.get(k) for k in KEPT}
                 row["verdict"] = snap.get("signals", {}).get("verdict")
+                # Which workers the fleet filters and why: the detector's distress input.
+                try:
+                    workers = json.loads(fetch(f"http://127.0.0.1:{port}/admin/workers", key))
+                    row["workers"] = {
+                        w["name"]: [w.get("routability"), w.get("in_flight"),
+                                    w.get("last_transition"), w.get("breaker")]
+                        for w in workers.get("workers", [])
+                    }
+                except Exception:  # noqa: BLE001 - a missed sample is fine
+                    pass
                 row["t"] = int(time.time() * 1000)
                 sink.write(json.dumps(row) + "\n")
                 sink.flush()
@@ -103,10 +114,16 @@ def poll_summary(rows):
         verdicts[row.get("verdict")] = verdicts.get(row.get("verdict"), 0) + 1
     busy = [row["in_flight"] for row in rows if row.get("in_flight") is not None]
     busy_text = f"in_flight mean {statistics.mean(busy):.2f}; " if busy else ""
+    # Worker samples out of routing, by routability (why the fleet filtered them).
+    filtered = {}
+    for row in rows:
+        for routability, *_ in (row.get("workers") or {}).values():
+            if routability != "routable":
+                filtered[routability] = filtered.get(routability, 0) + 1
     return (
         f"{busy_text}states {states}; verdicts {verdicts}; capacity_ratio min {min(ratios)}; "
         f"dispatch_capacity min {min(caps)} median {statistics.median(caps)}; "
-        f"P0 queue max {max(p0q)}"
+        f"P0 queue max {max(p0q)}; worker samples out of routing {filtered or 'none'}"
     )
 
 

@@ -296,6 +296,13 @@ impl Inner {
                         "error rate rebounded: recovery ramp stepped back"
                     );
                 }
+                DetectorEvent::CutDeeper => {
+                    self.metrics.ramp_step("cut_deeper");
+                    warn!(
+                        capacity_ratio = ratio,
+                        "backend distress deepened: admission cut further"
+                    );
+                }
                 DetectorEvent::Verdict(verdict) => {
                     self.metrics.verdict(verdict);
                     info!(

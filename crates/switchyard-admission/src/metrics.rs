@@ -166,7 +166,7 @@ impl AdmissionMetrics {
         let ramp_steps = IntCounterVec::new(
             Opts::new(
                 "switchyard_admission_ramp_steps_total",
-                "Recovery ramp moves: up a level, or back one on an error rebound.",
+                "Recovery ramp moves: up a level, back one on an error rebound, or cut_deeper while overloaded when the distress deepened (more workers filtered, or requests failing).",
             ),
             &["direction"],
         )?;
@@ -206,7 +206,7 @@ impl AdmissionMetrics {
         for outcome in Settlement::ALL {
             bucket_settlements.with_label_values(&[outcome.as_str()]);
         }
-        for direction in ["up", "back"] {
+        for direction in ["up", "back", "cut_deeper"] {
             ramp_steps.with_label_values(&[direction]);
         }
         let verdicts = IntCounterVec::new(

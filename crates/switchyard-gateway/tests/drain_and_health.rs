@@ -213,3 +213,61 @@ async fn a_slow_worker_is_marked_filtered_and_probed_back_and_active_false_clear
     );
     assert!(metrics.contains("switchyard_prefilter_workers_filtered_total{reason=\"overloaded\"}"));
 }
+
+#[tokio::test]
+async fn a_worker_back_from_an_outage_is_not_held_out_for_the_rest_of_its_breaker_period() {
+    let sims = start_sims(2).await;
+    let mut config = config_for(&sims, "round_robin");
+    fast_health(&mut config);
+    // Health needs 20 failed checks (about a second) to take the worker out, so traffic
+    // opens its breaker first; the breaker would then stay open a whole minute.
+    config.health.health.unhealthy_threshold = 20;
+    config.health.health.suspect_interval_ms = 50;
+    config.health.health.healthy_threshold = 3;
+    config.health.breaker.minimum_calls = 4;
+    config.health.breaker.open_ms = 60_000;
+    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+        .await
+        .unwrap();
+    let base = gateway.base_url();
+    let url = format!("{base}/v1/chat/completions");
+    sims[0].set_fault(Fault::Error);
+    for _ in 0..12 {
+        post_json(&url, &chat("sim-llama", "hi", false)).await;
+        if worker_field(&base, "sim-0", "breaker").await == "open" {
+            break;
+        }
+    }
+    assert_eq!(
+        worker_field(&base, "sim-0", "breaker").await,
+        "open",
+        "{}",
+        admin_workers(&base).await
+    );
+    let out = eventually(Duration::from_secs(5), || async {
+        worker_field(&base, "sim-0", "healthy").await == false
+    })
+    .await;
+    assert!(out, "{}", admin_workers(&base).await);
+    sims[0].set_fault(Fault::Ok);
+    let back = eventually(Duration::from_secs(5), || async {
+        worker_field(&base, "sim-0", "routability").await == "routable"
+    })
+    .await;
+    assert!(
+        back,
+        "routable again within 5 s of recovering, not after the 60 s open period: {}",
+        admin_workers(&base).await
+    );
+    assert_eq!(worker_field(&base, "sim-0", "breaker").await, "half_open");
+    let before = sims[0].stats().requests_received;
+    for _ in 0..12 {
+        let reply = post_json(&url, &chat("sim-llama", "hi", false)).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    assert!(
+        sims[0].stats().requests_received > before,
+        "sim-0 serves again"
+    );
+    assert_eq!(worker_field(&base, "sim-0", "breaker").await, "closed");
+}

@@ -232,6 +232,16 @@ impl CircuitBreaker {
         }
     }
 
+    /// Open → half-open before the open period ends, when something outside the call path
+    /// (the active health check) has seen the worker come back; the trial calls decide.
+    pub(crate) fn half_open_early(&mut self) -> Option<Transition> {
+        if self.state != BreakerState::Open {
+            return None;
+        }
+        self.enter_half_open();
+        Some(Transition::HalfOpened)
+    }
+
     /// New parameters from a config reload; the window keeps its newest calls.
     pub(crate) fn reconfigure(&mut self, params: BreakerParams) {
         self.params = params;

@@ -112,6 +112,14 @@ impl BreakerGate {
         (call, transition, failover)
     }
 
+    /// See [`CircuitBreaker::half_open_early`].
+    pub(crate) fn half_open_early(&self) -> Option<Transition> {
+        let mut core = self.core.lock();
+        let transition = core.half_open_early();
+        self.mirror(&core);
+        transition
+    }
+
     pub(crate) fn reconfigure(&self, params: BreakerParams) {
         let mut core = self.core.lock();
         core.reconfigure(params);

@@ -186,6 +186,12 @@ impl WorkerHandle {
         if healthy {
             info!(worker = self.name(), "worker healthy again");
             self.note(TransitionReason::Healthy);
+            // The health checks have just confirmed it answers again: an open breaker would
+            // keep a recovered worker out for the rest of its open period (30 s by default,
+            // long after an outage ended); let its half-open trial calls decide instead.
+            if let Some(transition) = self.breaker.half_open_early() {
+                self.on_breaker_transition(transition);
+            }
         } else {
             warn!(
                 worker = self.name(),
@@ -338,5 +344,37 @@ mod tests {
         }
         assert_eq!(w.breaker_state(), BreakerState::Closed);
         assert_eq!(w.routability(), Routability::Routable);
+    }
+
+    #[test]
+    fn health_coming_back_half_opens_an_open_breaker_before_its_period_ends() {
+        let clock = ManualClock::new();
+        let (w, _) = handle(&clock);
+        for _ in 0..30 {
+            w.record_outcome(CallOutcome::Failure);
+        }
+        w.set_healthy(false);
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(w.breaker_state(), BreakerState::Open);
+        w.set_healthy(true);
+        assert_eq!(w.breaker_state(), BreakerState::HalfOpen, "20 s early");
+        assert_eq!(w.routability(), Routability::Routable);
+        let admitted = (0..7).filter(|_| w.breaker_admits()).count();
+        assert_eq!(admitted, 5, "still only the trial permits");
+        for _ in 0..5 {
+            w.record_outcome(CallOutcome::Failure);
+        }
+        assert_eq!(
+            w.breaker_state(),
+            BreakerState::Open,
+            "failed trials open it again for a whole period"
+        );
+        w.set_healthy(true);
+        assert_eq!(
+            w.breaker_state(),
+            BreakerState::Open,
+            "no transition of health, no early trial"
+        );
+        assert!(!w.breaker_admits());
     }
 }

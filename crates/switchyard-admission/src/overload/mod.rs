@@ -7,6 +7,10 @@
 //! queue refusals with healthy workers are demand overload, shed at full capacity. Cutting
 //! capacity because demand is high would cause more refusals and never end. Hysteresis both
 //! ways: separate entry and exit thresholds, and each condition must hold for a while.
+//! The cut is as deep as the distress: failing requests cut to the ramp's first level, but
+//! when the only distress is that part of the fleet is filtered out, the workers still in
+//! routing are healthy and keep the ramp level their share covers (half the fleet out: 50 %),
+//! and recovery climbs from there. Only the workers that were out need the gentle climb.
 //! Transitions are evaluated whenever an input arrives or `evaluate` is called, against the
 //! injected clock.
 
@@ -61,6 +65,9 @@ pub(crate) enum DetectorEvent {
     },
     RampUp,
     RampBack,
+    /// While overloaded, the distress deepened (more workers out, or requests failing): the
+    /// cut moved down to a lower ramp level.
+    CutDeeper,
     /// The classification of the inputs changed to this one.
     Verdict(Verdict),
 }
@@ -88,6 +95,9 @@ pub(crate) struct OverloadDetector {
     retry_share: f64,
     retry_credit: f64,
     verdict: Verdict,
+    /// While overloaded: the ramp level the distress of this episode still allows (the
+    /// lowest seen so far); recovery starts from it.
+    episode_level: usize,
 }
 
 impl OverloadDetector {
@@ -103,6 +113,7 @@ impl OverloadDetector {
             retry_share: ramp.retry_share,
             retry_credit: 0.0,
             verdict: Verdict::Healthy,
+            episode_level: 0,
         }
     }
 
@@ -118,7 +129,7 @@ impl OverloadDetector {
     pub(crate) fn capacity_ratio(&self) -> f64 {
         match self.state {
             GatewayState::Normal => 1.0,
-            GatewayState::Overloaded => self.ramp.floor_ratio(),
+            GatewayState::Overloaded => self.ramp.ratio_at(self.episode_level),
             GatewayState::Recovering => self.ramp.ratio(),
         }
     }
@@ -199,8 +210,28 @@ impl OverloadDetector {
             self.verdict = verdict;
             events.push(DetectorEvent::Verdict(verdict));
         }
+        if self.state == GatewayState::Overloaded {
+            let supported = self.supported_level(&totals);
+            if supported < self.episode_level {
+                self.episode_level = supported;
+                events.push(DetectorEvent::CutDeeper);
+            }
+        }
         events.extend(self.step(verdict, &totals, now));
         events
+    }
+
+    /// The ramp level the current distress allows: the first level while admitted requests
+    /// fail; otherwise the level the share of workers still in routing covers.
+    fn supported_level(&self, totals: &Counts) -> usize {
+        let failing = totals
+            .error_rate(self.config.min_samples)
+            .is_some_and(|rate| rate >= self.config.enter_error_rate);
+        if failing {
+            0
+        } else {
+            self.ramp.level_for(1.0 - self.filtered_share)
+        }
     }
 
     #[cfg(test)]
@@ -212,12 +243,13 @@ impl OverloadDetector {
         match self.state {
             GatewayState::Normal => {
                 if self.held(verdict.is_distress(), now, self.config.enter_hold_ms) {
+                    self.episode_level = self.supported_level(totals);
                     return Some(self.enter(GatewayState::Overloaded, now));
                 }
             }
             GatewayState::Overloaded => {
                 if self.held(self.exit_signal(totals), now, self.config.exit_hold_ms) {
-                    self.ramp.restart(now);
+                    self.ramp.restart_at(self.episode_level, now);
                     self.retry_credit = 0.0;
                     return Some(self.enter(GatewayState::Recovering, now));
                 }
@@ -227,6 +259,7 @@ impl OverloadDetector {
                 // can send us back; error rebounds are the ramp's business.
                 let fleet_overloaded = self.filtered_share >= self.config.enter_filtered_share;
                 if self.held(fleet_overloaded, now, self.config.enter_hold_ms) {
+                    self.episode_level = self.supported_level(totals).min(self.ramp.level());
                     return Some(self.enter(GatewayState::Overloaded, now));
                 }
                 match self.ramp.evaluate(now) {
@@ -234,7 +267,10 @@ impl OverloadDetector {
                     RampMove::Up => return Some(DetectorEvent::RampUp),
                     RampMove::Back => return Some(DetectorEvent::RampBack),
                     RampMove::Done => return Some(self.enter(GatewayState::Normal, now)),
-                    RampMove::Collapse => return Some(self.enter(GatewayState::Overloaded, now)),
+                    RampMove::Collapse => {
+                        self.episode_level = 0;
+                        return Some(self.enter(GatewayState::Overloaded, now));
+                    }
                 }
             }
         }

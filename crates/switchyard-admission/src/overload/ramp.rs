@@ -44,8 +44,22 @@ impl Ramp {
         }
     }
 
-    pub(crate) fn restart(&mut self, now: Instant) {
-        self.move_to(0, now);
+    /// Starts climbing again from `level` (clamped to the ramp).
+    pub(crate) fn restart_at(&mut self, level: usize, now: Instant) {
+        self.move_to(level.min(self.levels.len().saturating_sub(1)), now);
+    }
+
+    /// The highest level whose share of capacity `share` still covers (the first level when
+    /// none does); a hair of tolerance so 1 − 0.5 meets the 0.5 level despite float error.
+    pub(crate) fn level_for(&self, share: f64) -> usize {
+        self.levels
+            .iter()
+            .rposition(|level| *level <= share + 1e-9)
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn ratio_at(&self, level: usize) -> f64 {
+        self.levels.get(level).copied().unwrap_or(1.0)
     }
 
     pub(crate) fn level(&self) -> usize {
@@ -54,11 +68,6 @@ impl Ramp {
 
     pub(crate) fn ratio(&self) -> f64 {
         self.levels.get(self.level).copied().unwrap_or(1.0)
-    }
-
-    /// Capacity while overloaded: the ramp's first level.
-    pub(crate) fn floor_ratio(&self) -> f64 {
-        self.levels.first().copied().unwrap_or(1.0)
     }
 
     pub(crate) fn since(&self) -> Instant {
@@ -145,6 +154,24 @@ mod tests {
             "hold restarted"
         );
         assert_eq!(ramp.evaluate(t + HOLD), RampMove::Up);
+    }
+
+    #[test]
+    fn level_for_a_share_is_the_highest_level_it_covers_and_a_restart_begins_there() {
+        let t0 = Instant::now();
+        let mut ramp = Ramp::new(&RampConfig::default(), t0);
+        let levels: Vec<usize> = [0.0, 0.29, 0.3, 0.49, 1.0 - 0.5, 0.79, 0.8, 0.99, 1.0]
+            .iter()
+            .map(|share| ramp.level_for(*share))
+            .collect();
+        assert_eq!(levels, vec![0, 0, 0, 0, 1, 1, 2, 2, 3]);
+        let t1 = t0 + Duration::from_secs(1);
+        ramp.restart_at(1, t1);
+        assert_eq!((ramp.level(), ramp.ratio()), (1, 0.5));
+        assert_eq!(ramp.evaluate(t1 + HOLD), RampMove::Up);
+        assert_eq!(ramp.ratio(), 0.8);
+        ramp.restart_at(9, t1);
+        assert_eq!(ramp.ratio(), 1.0, "clamped to the top level");
     }
 
     #[test]

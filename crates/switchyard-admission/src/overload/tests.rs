@@ -351,3 +351,113 @@ fn an_outage_under_demand_overload_runs_the_whole_ramp_with_refusals_all_along()
     assert!((43..=46).contains(&recovering_at), "{recovering_at}");
     assert_eq!(normal_at, Some(recovering_at + 120));
 }
+
+#[test]
+fn half_the_fleet_filtered_cuts_to_the_half_level_and_recovery_climbs_from_there() {
+    // Two workers, one out (a false hung mark, say): the other is healthy and keeps its share.
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    detector.report_fleet(0.5, t0);
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 5)),
+        Some(GatewayState::Overloaded)
+    );
+    assert_eq!(
+        detector.capacity_ratio(),
+        0.5,
+        "the routable half keeps 50 %"
+    );
+    detector.report_fleet(0.0, t0 + S * 8);
+    assert!(
+        moves(detector.evaluate(t0 + S * 22)).is_empty(),
+        "exit hold"
+    );
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 23)),
+        Some(GatewayState::Recovering)
+    );
+    let start = t0 + S * 23;
+    assert_eq!(detector.capacity_ratio(), 0.5, "the climb starts at 50 %");
+    assert_eq!(
+        moves(detector.evaluate(start + S * 30)),
+        vec![DetectorEvent::RampUp]
+    );
+    assert_eq!(detector.capacity_ratio(), 0.8);
+    detector.evaluate(start + S * 60);
+    assert_eq!(
+        transition(&detector.evaluate(start + S * 90)),
+        Some(GatewayState::Normal)
+    );
+}
+
+#[test]
+fn distress_that_deepens_while_overloaded_cuts_further_and_the_climb_starts_lowest() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    detector.report_fleet(0.5, t0);
+    detector.evaluate(t0 + S * 5);
+    assert_eq!(detector.capacity_ratio(), 0.5);
+    assert_eq!(
+        moves(detector.report_fleet(1.0, t0 + S * 6)),
+        vec![DetectorEvent::CutDeeper],
+        "the whole fleet out now"
+    );
+    assert_eq!(detector.capacity_ratio(), 0.3);
+    assert!(
+        moves(detector.report_fleet(0.5, t0 + S * 7)).is_empty(),
+        "a partial return does not lift the cut"
+    );
+    assert_eq!(detector.capacity_ratio(), 0.3);
+    detector.report_fleet(0.0, t0 + S * 8);
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 23)),
+        Some(GatewayState::Recovering)
+    );
+    assert_eq!(
+        detector.capacity_ratio(),
+        0.3,
+        "the climb starts at the floor"
+    );
+}
+
+#[test]
+fn failing_requests_cut_to_the_floor_even_with_most_workers_routable() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    detector.report_fleet(0.5, t0);
+    for _ in 0..40 {
+        detector.record_finished(true, t0);
+    }
+    assert_eq!(
+        transition(&detector.evaluate(t0 + S * 5)),
+        Some(GatewayState::Overloaded)
+    );
+    assert_eq!(detector.capacity_ratio(), 0.3);
+}
+
+#[test]
+fn an_error_collapse_at_a_partial_start_level_reenters_overload_at_the_floor() {
+    let t0 = Instant::now();
+    let mut detector = detector(t0);
+    detector.report_fleet(0.5, t0);
+    detector.evaluate(t0 + S * 5);
+    detector.report_fleet(0.0, t0 + S * 6);
+    let start = t0 + S * 21;
+    assert_eq!(
+        transition(&detector.evaluate(start)),
+        Some(GatewayState::Recovering)
+    );
+    assert_eq!(detector.capacity_ratio(), 0.5);
+    let mut events = Vec::new();
+    for _ in 0..20 {
+        events.extend(moves(detector.record_finished(true, start + S)));
+    }
+    assert_eq!(events, vec![DetectorEvent::RampBack]);
+    assert_eq!(detector.capacity_ratio(), 0.3);
+    let mut events = Vec::new();
+    for _ in 0..20 {
+        events.extend(detector.record_finished(true, start + S * 2));
+    }
+    assert_eq!(transition(&events), Some(GatewayState::Overloaded));
+    assert_eq!(detector.capacity_ratio(), 0.3);
+}
