@@ -72,6 +72,8 @@ pub struct RaftTimings {
     pub heartbeat_interval_ms: u64,
     pub election_timeout_min_ms: u64,
     pub election_timeout_max_ms: u64,
+    /// Timeout of sending one snapshot chunk to a follower or learner.
+    pub install_snapshot_timeout_ms: u64,
     /// Build a snapshot (and purge the log) after this many applied entries.
     pub snapshot_after_logs: u64,
     /// Entries kept behind a snapshot for followers that are only a little behind.
@@ -84,6 +86,7 @@ impl Default for RaftTimings {
             heartbeat_interval_ms: 100,
             election_timeout_min_ms: 400,
             election_timeout_max_ms: 800,
+            install_snapshot_timeout_ms: 1_000,
             snapshot_after_logs: 5_000,
             logs_kept_after_snapshot: 1_000,
         }
@@ -157,6 +160,7 @@ impl LedgerConfig {
             heartbeat_interval_ms: 50,
             election_timeout_min_ms: 200,
             election_timeout_max_ms: 400,
+            install_snapshot_timeout_ms: 500,
             snapshot_after_logs: 200,
             logs_kept_after_snapshot: 20,
         };

@@ -122,10 +122,13 @@ impl LedgerQuota {
     }
 
     /// Tries the lease; while it answers `Pending` (a renewal this request needs is under
-    /// way and the ledger is reachable), waits for the keeper's next renewal answer and
-    /// tries again, within `renewal_wait`. Still uncovered then, the request is refused as
-    /// over budget (429: what the fleet has left is in other replicas' leases), never as
-    /// unavailable: a quorum answered.
+    /// way) or `Unreachable` (the last renewal found no leader: an election, or no quorum),
+    /// waits for the keeper's next renewal answer and tries again, within `renewal_wait`. A
+    /// leader killed under load is replaced within about an election timeout, and the
+    /// survivors' renewals then succeed: refusing the requests of that gap would turn a
+    /// failover into 503s although a quorum exists. Still uncovered at the deadline: 503
+    /// unreachable if the ledger still cannot be reached, else 429 (what the fleet has left
+    /// is in other replicas' leases).
     async fn reserve_waiting(
         &self,
         tags: &SpendTags,
@@ -137,8 +140,9 @@ impl LedgerQuota {
             // Subscribed before trying, so an answer landing in between wakes the wait.
             let mut renewal = self.table.watch_answers();
             let decision = self.table.reserve(tags, tokens);
+            let unreachable = matches!(&decision, Err(r) if r.decision == Decision::Unreachable);
             let pending = matches!(&decision, Err(r) if r.decision == Decision::Pending);
-            if !pending {
+            if !pending && !unreachable {
                 if waited && decision.is_ok() {
                     self.waits_covered.inc();
                 } else if waited {
@@ -151,8 +155,11 @@ impl LedgerQuota {
             let woke = tokio::time::timeout_at(deadline, renewal.changed()).await;
             if !matches!(woke, Ok(Ok(()))) {
                 self.waits_uncovered.inc();
-                let refused = self.table.held_elsewhere(tags);
-                let decision = Err(refused);
+                let decision = if unreachable {
+                    decision
+                } else {
+                    Err(self.table.held_elsewhere(tags))
+                };
                 self.count(&decision);
                 return Self::answer(tags, tokens, decision);
             }

@@ -2,6 +2,8 @@ use serde::{Deserialize, Serialize};
 use switchyard_core::Secret;
 use switchyard_ledger::state::DEFAULT_AUDIT_RETENTION;
 
+use super::raft_timing::RaftTimingConfig;
+
 /// This replica's place in the Raft group that replicates the quota ledger and override
 /// registry. Scale-out rule: 3 or 5 voters; every further replica joins as a learner.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -42,6 +44,9 @@ pub struct ClusterConfig {
     pub tls_ca_path: String,
     pub tls_cert_path: String,
     pub tls_key_path: String,
+    /// Raft heartbeat, election and snapshot timeouts (`[cluster.raft]`); raise them above
+    /// the round trip when replicas are far apart. Restart-only.
+    pub raft: RaftTimingConfig,
 }
 
 /// Shortest accepted cluster secret or admin key: anyone holding the cluster secret can write
@@ -71,6 +76,7 @@ impl Default for ClusterConfig {
             tls_ca_path: String::new(),
             tls_cert_path: String::new(),
             tls_key_path: String::new(),
+            raft: RaftTimingConfig::default(),
         }
     }
 }
@@ -87,6 +93,7 @@ impl ClusterConfig {
         if !self.enabled {
             return Ok(());
         }
+        self.raft.validate()?;
         let tls = [
             ("cluster.tls_ca_path", &self.tls_ca_path),
             ("cluster.tls_cert_path", &self.tls_cert_path),

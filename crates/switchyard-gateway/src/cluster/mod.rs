@@ -3,8 +3,10 @@
 
 pub mod affinity;
 mod config;
+mod raft_timing;
 
 pub use config::{ClusterConfig, ClusterMember, MIN_SECRET_LEN};
+pub use raft_timing::RaftTimingConfig;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -85,6 +87,7 @@ impl LedgerRuntime {
         ledger_config.cluster_secret = secret.clone().into();
         ledger_config.cluster_id = config.cluster_id.clone();
         ledger_config.tls = tls.clone();
+        config.raft.apply_to(&mut ledger_config.raft);
         if !config.advertise_addr.is_empty() {
             ledger_config.advertise_addr = Some(config.advertise_addr.clone());
         }

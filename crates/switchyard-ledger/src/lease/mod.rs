@@ -231,6 +231,8 @@ impl LeaseTable {
             },
         };
         if !reachable && miss != LeaseMiss::Short {
+            // The keeper tries again at once: the leader may be back already.
+            self.kick.notify_one();
             return unavailable(Decision::Unreachable, UNREACHABLE_REASON);
         }
         if let Some(summary) = view.pool(pool) {

@@ -36,21 +36,27 @@ impl LeaseKeeper {
         self.release_all().await;
     }
 
-    /// One look at every lease.
+    /// One look at every lease. Due renewals go out together: while no leader answers
+    /// (an election), one waits up to the write timeout, and a lease running dry must not
+    /// queue behind another pool's stalled renewal.
     pub async fn pass(&self) {
         self.table.sync_with_view();
         let set = self.table.set();
         let leases: Vec<Arc<LocalLease>> = set.all().cloned().collect();
         drop(set);
-        for lease in leases {
-            let now = self.table.clock().now();
+        let now = self.table.clock().now();
+        let mut renewals = Vec::new();
+        for lease in &leases {
             if lease.note_expiry(now) {
                 self.core.metrics.lease_local_expiries.inc();
             }
-            if let Some(demand) = self.due(&lease, now) {
-                self.renew(&lease, demand).await;
+            if let Some(demand) = self.due(lease, now) {
+                renewals.push(self.renew(lease, demand));
             }
-            self.publish_lease(&lease);
+        }
+        futures_util::future::join_all(renewals).await;
+        for lease in &leases {
+            self.publish_lease(lease);
         }
         self.publish_applied_counters();
     }

@@ -124,9 +124,7 @@ impl LedgerNode {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.raft.snapshot_after_logs),
             max_in_snapshot_log_to_keep: config.raft.logs_kept_after_snapshot,
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
-            install_snapshot_timeout: u64::try_from(config.rpc_timeout.as_millis())
-                .unwrap_or(1000)
-                .max(200),
+            install_snapshot_timeout: config.raft.install_snapshot_timeout_ms,
             ..Default::default()
         }
         .validate()

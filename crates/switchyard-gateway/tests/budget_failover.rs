@@ -1,0 +1,173 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Three real gateway processes share one tenant's budget; the Raft leader is SIGKILLed
+//! while clients keep sending to the two survivors. With a budget far from spent, every
+//! answer must be 200: the survivors admit from their leases while a new leader is elected,
+//! and a request whose lease runs dry waits (bounded) for the renewal that follows the
+//! election instead of being refused 503 (or 429: the fleet still has budget).
+
+mod common;
+
+use common::*;
+use http::Method;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const TENANT_KEY: &str = "sk-failover-tenant";
+
+async fn cluster_view(base: &str) -> Option<serde_json::Value> {
+    let reply = admin_call(
+        base,
+        ADMIN_KEY,
+        Method::GET,
+        "/admin/cluster",
+        serde_json::Value::Null,
+    )
+    .await;
+    (reply.status == 200).then(|| reply.json())
+}
+
+async fn ask(base: &str) -> (u16, String) {
+    let reply = send(
+        Method::POST,
+        &format!("{base}/v1/chat/completions"),
+        &[
+            ("authorization", &format!("Bearer {TENANT_KEY}")),
+            ("content-type", "application/json"),
+        ],
+        serde_json::json!({
+            "model": "sim-llama",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 60,
+        })
+        .to_string(),
+    )
+    .await;
+    let code = if reply.status == 200 {
+        String::new()
+    } else {
+        reply.error_code()
+    };
+    (reply.status.as_u16(), code)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_killed_under_load_costs_no_client_a_refusal() {
+    let worker = CaptureWorker::start((3, 60)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"
+[cluster]
+secret = "failover-test-cluster-secret"
+
+[admission.gates]
+soft_limit = 1.0
+hard_limit = 1.0
+
+[[admission.tenants]]
+api_key = "{TENANT_KEY}"
+caller = "acme"
+max_priority = "P1"
+tokens_per_day = 100000000
+
+[[workers]]
+name = "w"
+url = "{}"
+models = ["sim-llama"]
+"#,
+        worker.url
+    );
+    let path = dir.path().join("switchyard.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut nodes = spawn_three_replicas(&path, dir.path()).await;
+    let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
+
+    let formed = eventually(Duration::from_secs(30), || async {
+        cluster_view(&bases[0]).await.is_some_and(|view| {
+            view["voters"].as_array().is_some_and(|v| v.len() == 3) && view["leader"].is_u64()
+        })
+    })
+    .await;
+    assert!(formed, "three voters and a leader");
+    // Every replica holds a lease once it answers the tenant.
+    for base in &bases {
+        let serving = eventually(Duration::from_secs(30), || async {
+            ask(base).await.0 == 200
+        })
+        .await;
+        assert!(serving, "{base} never served the tenant");
+    }
+    let leader_id = cluster_view(&bases[0]).await.unwrap()["leader"]
+        .as_u64()
+        .unwrap();
+    // spawn_three_replicas gives node ids 1, 2, 3 in order.
+    let leader = usize::try_from(leader_id - 1).unwrap();
+    let survivors: Vec<String> = (0..3)
+        .filter(|i| *i != leader)
+        .map(|i| bases[i].clone())
+        .collect();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for base in survivors.iter().flat_map(|b| [b.clone(), b.clone()]) {
+        let stop = stop.clone();
+        clients.push(tokio::spawn(async move {
+            let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+            let mut slowest = Duration::ZERO;
+            while !stop.load(Ordering::Relaxed) {
+                let sent = Instant::now();
+                let (status, code) = ask(&base).await;
+                slowest = slowest.max(sent.elapsed());
+                *outcomes.entry(format!("{status} {code}")).or_default() += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (outcomes, slowest)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let killed_at = Instant::now();
+    nodes[leader].child.start_kill().unwrap(); // SIGKILL
+    let _ = nodes[leader].child.wait().await;
+    let reelected = eventually(Duration::from_secs(20), || async {
+        let mut leaders = Vec::new();
+        for base in &survivors {
+            leaders.push(cluster_view(base).await.and_then(|v| v["leader"].as_u64()));
+        }
+        leaders[0].is_some_and(|l| l != leader_id) && leaders[0] == leaders[1]
+    })
+    .await;
+    let failover = killed_at.elapsed();
+    assert!(reelected, "the survivors elected no new leader");
+    // Long enough after the election for every lease to have been renewed under it.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut slowest = Duration::ZERO;
+    for client in clients {
+        let (seen, slow) = client.await.unwrap();
+        slowest = slowest.max(slow);
+        for (outcome, n) in seen {
+            *outcomes.entry(outcome).or_default() += n;
+        }
+    }
+    eprintln!(
+        "FIGURE leader SIGKILL: new leader seen after {failover:?}; answers {outcomes:?}; \
+         slowest {slowest:?}"
+    );
+    let served = outcomes.get("200 ").copied().unwrap_or(0);
+    let total: u64 = outcomes.values().sum();
+    assert!(served > 50, "too little load to judge: {outcomes:?}");
+    assert_eq!(
+        served,
+        total,
+        "answers other than 200 while a quorum existed: {outcomes:?}\n{}",
+        nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != leader)
+            .map(|(_, n)| n.log_tail())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    );
+}
