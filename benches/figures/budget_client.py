@@ -162,8 +162,8 @@ def render(data_dir, out_md):
         f"{meta['loadavg_start']} at the start, {meta['loadavg_end']} at the end "
         f"({meta['host']}); {meta['git']}.",
         "",
-        "| case | budget | served to clients | share | 200 | 429 | 503 | other | spend per replica (ledger, applied) | latency of 200s p50 / p99 (ms) | ledger reservation p99 (ms, bucket bound) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+        "| case | budget | served to clients | share | over budget | 200 | 429 | 503 | other | spend per replica (ledger, applied) | latency of 200s p50 / p99 (ms) | ledger reservation p99 (ms, bucket bound) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for case in cases:
         s = case["client"]
@@ -177,7 +177,9 @@ def render(data_dir, out_md):
         reserve = "–" if reserve is None else f"≤ {reserve:g}"
         lines.append(
             f"| {case['name']} | {case['budget']} | {s['served_tokens']} | "
-            f"{s['served_tokens'] / case['budget']:.3f} | {by_status['200']} | {by_status['429']} | "
+            f"{s['served_tokens'] / case['budget']:.3f} | "
+            f"{max(0, s['served_tokens'] - case['budget'], max(case['spent_per_replica']) - case['budget'])} | "
+            f"{by_status['200']} | {by_status['429']} | "
             f"{by_status['503']} | {other} | {spend} | {lat.get('p50', '–')} / {lat.get('p99', '–')} | {reserve} |"
         )
     lines += ["", "Outcomes (status and error code) per case:", ""]

@@ -8,7 +8,10 @@
 #   leader_kill: the Raft leader is SIGKILLed at KILL_AT s and restarted on its data dir at
 #                RESTART_AT s (a refused connection is retried once on another replica).
 #   multi_region: every ledger call between replicas is delayed DELAY_MS (50) each way
-#                 (replicas in three regions; SWITCHYARD_RAFT_DELAY_MS, a chaos-only knob).
+#                 (replicas in three regions; SWITCHYARD_RAFT_DELAY_MS, a chaos-only knob),
+#                 with [cluster.raft] timings for that round trip: heartbeat 3 x RTT,
+#                 elections 12-24 x RTT (RAFT_TIMINGS=default keeps the defaults, which
+#                 time every heartbeat out at this delay).
 #   period_limits: two more tenants, one with a month limit of PERIOD_LIMIT tokens next to a
 #                  far larger day limit, one with a purpose-scoped (business) day limit of
 #                  PERIOD_LIMIT; a client per tenant at RATE/2 req/s.
@@ -31,6 +34,7 @@ RESTART_AT="${RESTART_AT:-16}"
 CASES="${CASES:-no_faults leader_kill multi_region period_limits}"
 DELAY_MS="${DELAY_MS:-50}"
 PERIOD_LIMIT="${PERIOD_LIMIT:-60000}"
+RAFT_TIMINGS="${RAFT_TIMINGS:-rtt}"
 BASE="${FIG_PORT_BASE:-24000}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)))
 RAFT_PORTS=($((BASE + 5)) $((BASE + 6)) $((BASE + 7)))
@@ -69,6 +73,20 @@ max_priority = "P1"
 purpose = "business"
 tokens_per_day = $PERIOD_LIMIT
 TOML
+# The same config with Raft timings for replicas DELAY_MS apart each way.
+RTT_MS=$((2 * DELAY_MS))
+REGION_CONFIG="$FIG_DATA/budget_multi_region.toml"
+cp "$CONFIG" "$REGION_CONFIG"
+if [[ "$RAFT_TIMINGS" == rtt ]]; then
+    cat >>"$REGION_CONFIG" <<TOML
+
+[cluster.raft]
+heartbeat_interval_ms = $((3 * RTT_MS))
+election_timeout_min_ms = $((12 * RTT_MS))
+election_timeout_max_ms = $((24 * RTT_MS))
+install_snapshot_timeout_ms = $((30 * RTT_MS))
+TOML
+fi
 BASE_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-budget-utilisation)
 GW_ENV=("${BASE_ENV[@]}")
 RECORD_ENV=(SWITCHYARD_CLUSTER_SECRET=...)
@@ -88,9 +106,11 @@ start_node() {
     local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}"
         --data-dir "$FIG_WORK/$case_name-node$((i + 1))")
     if ((i > 0)); then node+=(--join "127.0.0.1:${RAFT_PORTS[0]}"); fi
-    record env "${RECORD_ENV[@]}" "$GATEWAY_BIN" serve --config "$CONFIG" \
+    local config="$CONFIG"
+    [[ "$case_name" == multi_region ]] && config="$REGION_CONFIG"
+    record env "${RECORD_ENV[@]}" "$GATEWAY_BIN" serve --config "$config" \
         --host 127.0.0.1 --port "${GW_PORTS[$i]}" "${URLS[@]}" "${node[@]}"
-    start_gateway "$case_name-gateway-$i" "${GW_PORTS[$i]}" "$CONFIG" "${URLS[@]}" "${node[@]}"
+    start_gateway "$case_name-gateway-$i" "${GW_PORTS[$i]}" "$config" "${URLS[@]}" "${node[@]}"
 }
 
 leader_index() {
@@ -178,6 +198,10 @@ run_case() {
     sleep 12
     for i in 0 1 2; do
         save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$case_name.gateway-$i.metrics.txt"
+        # save_metrics drops histogram buckets; the reservation's are the request-path figure.
+        curl -fsS --max-time 5 "http://127.0.0.1:${GW_PORTS[$i]}/metrics" |
+            grep '^switchyard_ledger_reserve_seconds_bucket' \
+                >>"$FIG_DATA/$case_name.gateway-$i.metrics.txt" || true
     done
     admin GET "${GW_PORTS[0]}" /admin/quota >"$FIG_DATA/$case_name.quota.json" || true
     # One row per tenant: label, pool label, limit, client summary.
@@ -203,19 +227,23 @@ run_case() {
 for case_name in $CASES; do run_case "$case_name"; done
 
 (IFS=,; echo "[${CASE_JSON[*]}]") >"$FIG_DATA/cases.json"
-python3 - "$FIG_DATA/meta.json" "$FIG_META" "$RATE" "$DURATION" "$BUDGET" "$KILL_AT" "$RESTART_AT" "$DELAY_MS" "$PERIOD_LIMIT" "${COMMANDS[@]}" <<'PY'
+python3 - "$FIG_DATA/meta.json" "$FIG_META" "$RATE" "$DURATION" "$BUDGET" "$KILL_AT" "$RESTART_AT" "$DELAY_MS" "$PERIOD_LIMIT" "$RAFT_TIMINGS" "$SEED" "${COMMANDS[@]}" <<'PY'
 import json, sys, time
-out, meta_tsv, rate, duration, budget, kill_at, restart_at, delay_ms, period_limit, *commands = sys.argv[1:]
+out, meta_tsv, rate, duration, budget, kill_at, restart_at, delay_ms, period_limit, raft_timings, seed, *commands = sys.argv[1:]
+raft_timings = (
+    f"for the round trip (heartbeat {6 * int(delay_ms)} ms, elections {24 * int(delay_ms)}-{48 * int(delay_ms)} ms)"
+    if raft_timings == "rtt" else "at their defaults (heartbeat 100 ms, elections 400-800 ms)"
+)
 meta = dict(line.rstrip("\n").split("\t", 1) for line in open(meta_tsv) if "\t" in line)
 meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
 meta["setup"] = (
     f"3 replicas (one Raft group), 4 simulated workers (--time-scale 0.05), one tenant with a "
     f"{budget}-token daily budget (soft/hard shedding thresholds at 100 %), {rate} req/s "
-    f"Poisson for {duration} s, each request to a random replica, ~12-word unique prompt, "
+    f"Poisson (seed {seed}) for {duration} s, each request to a random replica, ~12-word unique prompt, "
     f"max_tokens 32, non-streaming. leader_kill: the leader is SIGKILLed at {kill_at} s and "
     f"restarted on its data dir at {restart_at} s. multi_region: every ledger call between "
-    f"replicas delayed {delay_ms} ms each way. period_limits: a month limit of {period_limit} "
+    f"replicas delayed {delay_ms} ms each way, Raft timings {raft_timings}. period_limits: a month limit of {period_limit} "
     f"tokens (day limit 100x) and a business-purpose day limit of {period_limit}, a client each "
     f"at {rate}/2 req/s. Spend per replica is read 12 s after the "
     f"load from each replica's own applied state."
