@@ -156,3 +156,31 @@ fn health_paths_follow_the_engine() {
     assert!(!EngineKind::Openai.has_metrics());
     assert!(EngineKind::Llamacpp.has_metrics());
 }
+
+/// Recorded from the `llama-server` that `benches/e2e/llama/build.sh` builds (the
+/// llama-cpp-python sdist's `vendor/llama.cpp`), run with `-c 4096 -np 2 --metrics`: newer
+/// than the fixtures above, with a per-slot `n_ctx`, a reworded context error and more series.
+#[test]
+fn the_sdist_llama_server_is_read_as_recorded() {
+    let models: serde_json::Value =
+        serde_json::from_str(include_str!("../tests/fixtures/llamacpp_sdist_models.json")).unwrap();
+    assert_eq!(max_model_len(&models["data"][0]), Some(2048));
+    let (status, error) = crate::openai_error(
+        400,
+        include_bytes!("../tests/fixtures/llamacpp_sdist_error.json"),
+    );
+    assert_eq!(status, 400);
+    assert_eq!(error["error"]["code"], "context_length_exceeded");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds the available context size (2048 tokens)")
+    );
+    let metrics = include_str!("../tests/fixtures/llamacpp_sdist.metrics.txt");
+    let load = EngineLoad::from_metrics(EngineKind::Llamacpp, metrics).unwrap();
+    assert_eq!((load.running, load.queued), (Some(0.0), Some(0.0)));
+    // No latency histograms: the gateway's own observations stand in.
+    assert!(reading_from_metrics(Some(EngineKind::Llamacpp), metrics).is_none());
+}
