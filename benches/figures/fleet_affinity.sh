@@ -13,14 +13,17 @@
 #
 # Bounded: every case is DURATION s (default 60) plus start-up; CASES picks a subset.
 source "$(dirname "$0")/lib.sh"
-fig_init fleet_affinity
+# FIG_SUFFIX keeps a variant run (e.g. _escape) beside the default page and data.
+fig_init "fleet_affinity${FIG_SUFFIX:-}"
 
 RATE="${RATE:-60}"
 DURATION="${DURATION:-60}"
 SEEDS="${SEEDS:-1 2}"
 KV_SHARE="${KV_SHARE:-0.75}"
 BASE="${FIG_PORT_BASE:-20000}"
-# mode:replicas:policy:workload[:flag], flag "legacy" turns anonymous conversations off.
+# mode:replicas:policy:workload[:flag], flag "legacy" turns anonymous conversations off;
+# "gauges" lists the sims as vLLM-shaped engines whose load gauges every replica scrapes every
+# SCRAPE_MS (the later-turn escape reads them), "gauges-noescape" the same with the escape off.
 CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed independent:5:cache_aware:agentic-keyed}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
 RAFT_PORTS=($((BASE + 10)) $((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
@@ -31,14 +34,25 @@ meta rate "$RATE"
 meta duration "$DURATION"
 meta seeds "$SEEDS"
 meta kv_share "$KV_SHARE"
+meta scrape_ms "$SCRAPE_MS"
 
 GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-fleet-affinity)
 
+SCRAPE_MS="${SCRAPE_MS:-250}"
+
 write_config() {
-    local policy="$1" flag="$2" path="$3"
+    local policy="$1" flag="$2" path="$3" i
     printf '[routing]\npolicy = "%s"\n' "$policy" >"$path"
-    if [[ "$flag" == legacy ]]; then
-        printf '\n[routing.cache_aware]\nanonymous_conversations = false\n' >>"$path"
+    case "$flag" in
+    legacy) printf '\n[routing.cache_aware]\nanonymous_conversations = false\n' >>"$path" ;;
+    gauges-noescape) printf '\n[routing.cache_aware]\nlater_turn_escape_queued = 0\n' >>"$path" ;;
+    esac
+    if [[ "$flag" == gauges* ]]; then
+        printf '\n[health.latency_aware]\nscrape_interval_ms = %s\n' "$SCRAPE_MS" >>"$path"
+        for i in 0 1 2 3; do
+            printf '\n[[workers]]\nname = "sim-%s"\nurl = "http://127.0.0.1:%s"\nengine = "vllm"\n' \
+                "$i" "${SIM_PORTS[$i]}" >>"$path"
+        done
     fi
 }
 
@@ -69,7 +83,8 @@ run_case() {
     for i in 0 1 2 3; do
         start_sim "sim-$i" "${SIM_PORTS[$i]}" --kv-blocks "$kv"
         pids+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+        # With gauges the workers are listed in the config, with their engine.
+        [[ "$flag" == gauges* ]] || urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
     done
     for ((i = 0; i < replicas; i++)); do
         local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}")
@@ -94,7 +109,9 @@ run_case() {
         --json "$FIG_DATA/$name.oracle.json"
     "$SIM_BIN" oracle --trace "$trace" --workers 4 --kv-blocks "$kv" \
         --json "$FIG_DATA/$name.oracle.json" >/dev/null
-    # The trace holds every prompt in full (tens of MB): summarised by the oracle, not kept.
+    # Where the latency went (per turn, per worker, the slowest 1 %), from the same trace.
+    python3 "$FIG_DIR/fleet_affinity_trace.py" "$trace" "$FIG_DATA/$name.latency.json"
+    # The trace holds every prompt in full (tens of MB): summarised above, not kept.
     rm -f "$trace"
     meta case "$seed	$mode	$replicas	$policy	$workload	${flag:-default}	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)"
     for i in "${pids[@]}"; do stop_pid "$i"; done

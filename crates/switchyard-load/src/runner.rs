@@ -246,6 +246,10 @@ impl Driver<'_> {
                 if let (Some(sent), Some(done)) = (sent, done) {
                     sent.answer = Some(done.answer.clone());
                     sent.worker = done.worker.clone();
+                    sent.ttft_ms = done.ttft.map(|ttft| ttft.as_secs_f64() * 1000.0);
+                    sent.e2e_ms = Some(done.e2e.as_secs_f64() * 1000.0);
+                    sent.prompt_tokens = Some(done.prompt_tokens);
+                    sent.cached_tokens = Some(done.cached_tokens);
                 }
             }
             Err(error) if error.is_cancelled() => {}

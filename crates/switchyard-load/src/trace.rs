@@ -35,6 +35,18 @@ pub struct SentRequest {
     pub answer: Option<String>,
     /// The worker that answered (`x-switchyard-worker`), when known.
     pub worker: Option<String>,
+    /// Time to the first content, in milliseconds, when an answer came back: lets a trace
+    /// show where latency went (per worker, per turn, over time), not only what was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// Time to the whole answer, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// Prompt tokens and the cached share the worker reported, when an answer came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 impl SentRequest {
@@ -55,6 +67,10 @@ impl SentRequest {
                 .collect(),
             answer: None,
             worker: None,
+            ttft_ms: None,
+            e2e_ms: None,
+            prompt_tokens: None,
+            cached_tokens: None,
         }
     }
 }
@@ -108,6 +124,10 @@ mod tests {
         let mut first = SentRequest::new(0, 1.5, 0, &planned);
         first.answer = Some("hello there".into());
         first.worker = Some("sim-1".into());
+        first.ttft_ms = Some(12.5);
+        first.e2e_ms = Some(80.0);
+        first.prompt_tokens = Some(40);
+        first.cached_tokens = Some(32);
         let second = SentRequest::new(1, 2.0, 2, &planned);
         let dir = std::env::temp_dir().join(format!("sy-trace-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -27,6 +27,7 @@ fn fleet(rng: &mut SmallRng, workers: u32) -> Vec<Candidate> {
         .map(|id| Candidate {
             id: WorkerId(id),
             in_flight: rng.random_range(0..8),
+            reported: None,
         })
         .collect()
 }

@@ -65,6 +65,7 @@ fn warmed_fixture() -> Arc<Fixture> {
         .map(|id| Candidate {
             id: WorkerId(id),
             in_flight: rng.random_range(0..8),
+            reported: None,
         })
         .collect();
     let systems: Vec<String> = (0..SYSTEM_PROMPTS)

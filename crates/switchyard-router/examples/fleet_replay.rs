@@ -263,6 +263,7 @@ fn main() -> Result<(), String> {
                     .iter()
                     .filter(|(_, by)| *by == r)
                     .count() as u64,
+                reported: None,
             })
             .collect();
         let request = RouteRequest {

@@ -51,6 +51,7 @@ mod tests {
                 .map(|(id, &in_flight)| Candidate {
                     id: WorkerId(id),
                     in_flight,
+                    reported: None,
                 })
                 .collect()
         };

@@ -47,7 +47,9 @@ pub use error::RouterError;
 pub use hash::{stable_hash, stable_hash_seeded};
 pub use hotspot::HotspotConfig;
 pub use least_load::LeastLoadPolicy;
-pub use policy::{Candidate, Decision, PrefixMatch, RouteRequest, RoutingPolicy, RoutingStats};
+pub use policy::{
+    Candidate, Decision, PrefixMatch, ReportedLoad, RouteRequest, RoutingPolicy, RoutingStats,
+};
 pub use power_of_two::PowerOfTwoPolicy;
 pub use round_robin::RoundRobinPolicy;
 pub use routing_key::{

@@ -138,6 +138,7 @@ mod tests {
             .map(|(i, &in_flight)| Candidate {
                 id: WorkerId(i as u32),
                 in_flight,
+                reported: None,
             })
             .collect()
     }
@@ -186,10 +187,12 @@ mod tests {
             Candidate {
                 id: WorkerId(9),
                 in_flight: 3,
+                reported: None,
             },
             Candidate {
                 id: WorkerId(2),
                 in_flight: 8,
+                reported: None,
             },
         ]);
         assert_eq!(view.in_flight(WorkerId(2)), Some(8));

@@ -30,7 +30,20 @@ impl<'a> RouteRequest<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Candidate {
     pub id: WorkerId,
+    /// Requests this gateway replica has on the worker now (its private view).
     pub in_flight: u64,
+    /// The worker's own load gauges from the last scrape, when it publishes them: the same
+    /// figures every replica scraping it sees.
+    pub reported: Option<ReportedLoad>,
+}
+
+/// An engine's own load gauges, as every gateway replica scrapes them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportedLoad {
+    /// Requests in the running batch.
+    pub running: u64,
+    /// Requests waiting for a batch slot.
+    pub queued: u64,
 }
 
 /// The longest cached prefix of the prompt, over every worker the policy knows,

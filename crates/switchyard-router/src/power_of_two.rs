@@ -102,6 +102,7 @@ mod tests {
             .map(|(id, &in_flight)| Candidate {
                 id: WorkerId(id),
                 in_flight,
+                reported: None,
             })
             .collect()
     }

@@ -52,6 +52,7 @@ mod tests {
             .map(|&id| Candidate {
                 id: WorkerId(id),
                 in_flight: 0,
+                reported: None,
             })
             .collect()
     }

@@ -298,6 +298,10 @@ mod tests {
                 .collect(),
             answer: answer.map(str::to_owned),
             worker: None,
+            ttft_ms: None,
+            e2e_ms: None,
+            prompt_tokens: None,
+            cached_tokens: None,
         }
     }
 

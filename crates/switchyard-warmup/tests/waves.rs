@@ -179,6 +179,7 @@ impl RoutedExecutor {
             .map(|i| Candidate {
                 id: WorkerId(i as u32),
                 in_flight: 0,
+                reported: None,
             })
             .collect();
         let decision = self.policy.select(request, &candidates).unwrap();

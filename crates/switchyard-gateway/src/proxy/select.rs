@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use switchyard_core::WorkerId;
-use switchyard_router::{Candidate, Decision, RouteRequest};
+use switchyard_router::{Candidate, Decision, ReportedLoad, RouteRequest};
 use switchyard_workers::{Routability, WorkerHandle};
 
 use super::context::RequestContext;
@@ -106,6 +106,7 @@ pub fn select_worker(
             Routability::Routable => candidates.push(Candidate {
                 id: worker.id(),
                 in_flight: worker.in_flight(),
+                reported: reported_load(worker),
             }),
             reason => filtered.push((worker, reason)),
         }
@@ -172,6 +173,17 @@ fn fitting<'w>(
             .inc_by(dropped as u64);
     }
     Ok(fitting)
+}
+
+/// The worker's own load gauges from the last scrape; None unless it reports both the running
+/// batch and the queue (an engine reporting neither says nothing about saturation).
+fn reported_load(worker: &WorkerHandle) -> Option<ReportedLoad> {
+    let load = worker.engine_load()?;
+    let count = |value: f64| value.max(0.0).round() as u64;
+    Some(ReportedLoad {
+        running: count(load.running?),
+        queued: count(load.queued?),
+    })
 }
 
 /// One counter update per reason present, not per filtered worker: label lookups hash.
@@ -327,6 +339,7 @@ mod tests {
             .map(|id| Candidate {
                 id: WorkerId(id),
                 in_flight: 0,
+                reported: None,
             })
             .collect();
         let home = replica()

@@ -46,6 +46,11 @@ pub struct CacheAwareConfig {
     /// ring for turns they never saw placed, so a move made on one replica's private load view
     /// splits the conversation; the ring alone already spreads many conversations evenly.
     pub opening_load_factor: f64,
+    /// A later chat turn leaves its conversation's worker while that worker's engine reports
+    /// at least this many requests waiting for a batch slot (its scraped load gauges, the
+    /// same on every replica), for the first worker clockwise from the conversation that
+    /// reports no queue and less load. 0 never leaves; workers that report no gauges never do.
+    pub later_turn_escape_queued: u64,
 }
 
 impl Default for CacheAwareConfig {
@@ -62,6 +67,7 @@ impl Default for CacheAwareConfig {
             max_placement_overrides: 65_536,
             anonymous_conversations: true,
             opening_load_factor: 2.0,
+            later_turn_escape_queued: 1,
         }
     }
 }

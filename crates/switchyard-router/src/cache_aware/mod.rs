@@ -4,13 +4,14 @@
 //! talking and sessions sharing one system prompt still spread. A chat is named by its
 //! conversation (its opening, under the session or user key when one is sent: `conversation`):
 //! only its first turn takes a (loose, in-flight) load bound, later turns go where it lives on
-//! every replica; when the holder of a prefix is
+//! every replica, unless that worker's engine reports a queue (`escape`); when the holder of a prefix is
 //! filtered, migrate the affinity to the fallback worker at once and say so to the other
 //! replicas.
 
 mod affinity;
 mod config;
 mod conversation;
+mod escape;
 mod matching;
 mod placement;
 mod recent;
@@ -20,6 +21,8 @@ mod tests;
 mod tests_affinity;
 #[cfg(test)]
 mod tests_anonymous;
+#[cfg(test)]
+mod tests_escape;
 #[cfg(test)]
 mod tests_keys;
 #[cfg(test)]
@@ -40,6 +43,7 @@ use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingSta
 use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
 use conversation::Conversation;
+use escape::{ReportedLoads, escape};
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{PlacementKind, PlacementOverrides};
@@ -62,6 +66,8 @@ const HASH_FALLBACK: &str = "hash_fallback";
 const PLACEMENT_OVERRIDE: &str = "placement_override";
 /// Placement skipped the owner for the load bound (broadcast as a `LoadMove`).
 const LOAD_MOVE: &str = "load_move";
+/// A later turn left its conversation's worker, whose engine reports a queue.
+const LOAD_ESCAPE: &str = "load_escape";
 /// The fleet's in-flight spread is too large: least loaded, cache ignored.
 const IMBALANCED: &str = "imbalanced";
 /// Short prompt, no routing key, or no candidate on the ring: least loaded.
@@ -73,6 +79,7 @@ const BRANCHES: &[&str] = &[
     HASH_FALLBACK,
     PLACEMENT_OVERRIDE,
     LOAD_MOVE,
+    LOAD_ESCAPE,
     IMBALANCED,
     LEAST_LOADED,
 ];
@@ -106,6 +113,8 @@ enum Choice {
         displaced: Vec<WorkerId>,
     },
     Placed(WorkerId, PlacementKind),
+    /// A later turn sent past its conversation's saturated worker.
+    Escaped(WorkerId),
     LeastLoaded(WorkerId),
 }
 
@@ -244,6 +253,7 @@ impl RoutingPolicy for CacheAwarePolicy {
         let ring = self.membership.ring();
         let view = CandidateView::new(candidates);
         let loads = CandidateLoads::new(&ring, candidates);
+        let reported = ReportedLoads::new(&ring, candidates);
         let bound = LoadBound::new(candidates, self.load_factor);
         // A conversation's opening is bounded loosely and by in-flight counts alone: a replica
         // that never sees the opening sends the later turns to the ring owner, so every
@@ -334,6 +344,27 @@ impl RoutingPolicy for CacheAwarePolicy {
                 None => Choice::LeastLoaded(self.least_loaded.pick(candidates)?),
             },
         };
+        // Where the conversation lives is saturated by the figures every replica sees: this
+        // turn goes to the same unsaturated worker on whichever replica sees it.
+        let escaped = match (&choice, key) {
+            (
+                Choice::Hit(home)
+                | Choice::Placed(
+                    home,
+                    PlacementKind::Override | PlacementKind::Hash | PlacementKind::HashFallback,
+                ),
+                Some(key),
+            ) if sticky => escape(
+                &ring,
+                &loads,
+                &reported,
+                key.hash,
+                *home,
+                self.config.later_turn_escape_queued,
+            ),
+            _ => None,
+        };
+        let choice = escaped.map_or(choice, Choice::Escaped);
         let (worker, branch) = match &choice {
             Choice::Hit(worker) => (*worker, PREFIX_HIT),
             Choice::Imbalanced(worker) => (*worker, IMBALANCED),
@@ -342,6 +373,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             Choice::Placed(worker, PlacementKind::Hash) => (*worker, HASH_PLACEMENT),
             Choice::Placed(worker, PlacementKind::HashFallback) => (*worker, HASH_FALLBACK),
             Choice::Placed(worker, PlacementKind::LoadMove) => (*worker, LOAD_MOVE),
+            Choice::Escaped(worker) => (*worker, LOAD_ESCAPE),
             Choice::LeastLoaded(worker) => (*worker, LEAST_LOADED),
         };
         let prefix_match = best_cache_match(&lookup, &view, worker, prompt_len);
@@ -361,7 +393,9 @@ impl RoutingPolicy for CacheAwarePolicy {
                 }
                 Some(Deviation::Migration { matched, displaced })
             }
-            Choice::Placed(_, PlacementKind::LoadMove) => {
+            // An escape moves the conversation like a load move: replicas that share
+            // affinity events follow it there even once the old worker's queue is gone.
+            Choice::Placed(_, PlacementKind::LoadMove) | Choice::Escaped(_) => {
                 if let Some(key) = key {
                     overrides.set(key.hash, worker);
                 }

@@ -116,6 +116,7 @@ mod tests {
             .map(|&id| Candidate {
                 id: WorkerId(id),
                 in_flight: 0,
+                reported: None,
             })
             .collect();
         let members = workers.iter().map(|&id| WorkerId(id));

@@ -6,6 +6,7 @@ fn workers(loads: &[(u32, u64)]) -> Vec<Candidate> {
         .map(|&(id, in_flight)| Candidate {
             id: WorkerId(id),
             in_flight,
+            reported: None,
         })
         .collect()
 }

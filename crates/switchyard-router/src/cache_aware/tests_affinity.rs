@@ -71,6 +71,7 @@ pub(super) fn fleet(policy: &CacheAwarePolicy, loads: &[(&str, u64)]) -> Vec<Can
         .map(|&(name, in_flight)| Candidate {
             id: ring.id_of(name).unwrap(),
             in_flight,
+            reported: None,
         })
         .collect()
 }

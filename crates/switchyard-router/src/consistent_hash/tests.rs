@@ -42,6 +42,7 @@ fn candidates(policy: &ConsistentHashPolicy, loads: &[(&str, u64)]) -> Vec<Candi
         .map(|&(name, in_flight)| Candidate {
             id: ring.id_of(name).unwrap(),
             in_flight,
+            reported: None,
         })
         .collect()
 }
@@ -53,6 +54,7 @@ fn idle(policy: &ConsistentHashPolicy) -> Vec<Candidate> {
         .map(|m| Candidate {
             id: m.id,
             in_flight: 0,
+            reported: None,
         })
         .collect()
 }
@@ -306,10 +308,12 @@ fn without_membership_every_request_falls_back_to_least_loaded() {
         Candidate {
             id: WorkerId(3),
             in_flight: 4,
+            reported: None,
         },
         Candidate {
             id: WorkerId(4),
             in_flight: 1,
+            reported: None,
         },
     ];
     let decision = empty

@@ -111,6 +111,7 @@ fn candidate(ring: &Ring, name: &str, in_flight: u64) -> Candidate {
     Candidate {
         id: ring.id_of(name).unwrap(),
         in_flight,
+        reported: None,
     }
 }
 
@@ -156,6 +157,7 @@ fn place_skips_filtered_and_overloaded_workers_in_ring_order() {
     let stranger = [Candidate {
         id: WorkerId(99),
         in_flight: 0,
+        reported: None,
     }];
     assert!(place(&stranger, 1.25).is_none());
 }

@@ -1,0 +1,69 @@
+//! A later turn's way out of a saturated worker.
+//!
+//! Later turns follow their conversation whatever this replica's in-flight counts say: those
+//! counts are private (each replica sees only its own share of the traffic), and a move made
+//! on them sends the turns this replica sees away from the worker the others keep using. But
+//! a worker whose engine reports requests waiting for a batch slot makes every turn sent there
+//! queue behind them, and that report is the same for every replica scraping the worker. So a
+//! later turn leaves such a worker for the first worker clockwise from its conversation's ring
+//! position that reports no queue and less load: a function of the conversation and of figures
+//! every replica reads alike, so the replicas send the turn to the same place.
+
+use crate::load::CandidateLoads;
+use crate::policy::{Candidate, ReportedLoad};
+use crate::ring::Ring;
+use switchyard_core::WorkerId;
+
+/// The candidates' reported load gauges indexed by ring member (None: not a candidate, or it
+/// reports none).
+pub(super) struct ReportedLoads {
+    by_member: Vec<Option<ReportedLoad>>,
+}
+
+impl ReportedLoads {
+    pub(super) fn new(ring: &Ring, candidates: &[Candidate]) -> Self {
+        let mut by_member = vec![None; ring.members().len()];
+        for candidate in candidates {
+            if let Some(slot) = ring
+                .member_index(candidate.id)
+                .and_then(|index| by_member.get_mut(index as usize))
+            {
+                *slot = candidate.reported;
+            }
+        }
+        Self { by_member }
+    }
+
+    fn of(&self, member: u32) -> Option<ReportedLoad> {
+        self.by_member.get(member as usize).copied().flatten()
+    }
+}
+
+/// Where a later turn of the conversation at ring position `key` goes instead of `home`, or
+/// None when it stays: `home` reports fewer than `min_queued` requests waiting (0 disables the
+/// escape), reports nothing, or no candidate reports an empty queue and less load than it.
+pub(super) fn escape(
+    ring: &Ring,
+    loads: &CandidateLoads,
+    reported: &ReportedLoads,
+    key: u64,
+    home: WorkerId,
+    min_queued: u64,
+) -> Option<WorkerId> {
+    if min_queued == 0 {
+        return None;
+    }
+    let home_member = ring.member_index(home)?;
+    let saturated = reported.of(home_member)?;
+    if saturated.queued < min_queued {
+        return None;
+    }
+    let home_load = saturated.running.saturating_add(saturated.queued);
+    let placed = ring.place_where(ring.successor(key), loads, |member, _| {
+        member != home_member
+            && reported.of(member).is_some_and(|load| {
+                load.queued == 0 && load.running.saturating_add(load.queued) < home_load
+            })
+    })?;
+    Some(ring.member(placed.member)?.id)
+}
