@@ -76,6 +76,52 @@ async fn one_tenant_at_its_limit_degrades_alone_and_a_spent_fleet_degrades_every
     gateway.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_tenant_past_its_limit_is_never_served_another_tenants_or_other_parameters_cached_answer()
+{
+    // Every answer reports 970 tokens: one answer takes `hot` to 97 % of its 1000-token day.
+    let worker = CaptureWorker::start((960, 10)).await;
+    let mut config = config_for(&[], "round_robin");
+    config.workers = vec![worker.spec("w")];
+    let config = with_tenants(
+        config,
+        json!([
+            {"api_key": "sk-hot", "caller": "hot", "tokens_per_day": 1000},
+            {"api_key": "sk-free", "caller": "free"},
+        ]),
+    );
+    let (gateway, _clock) = start(config).await;
+    let base = gateway.base_url();
+    let ask = |key: &'static str, body: Value| {
+        let base = base.clone();
+        async move { chat_as(&base, Some(key), &[], &body).await }
+    };
+    let shared = chat_body("sim-llama", None, "a question both tenants ask");
+    assert_eq!(ask("sk-free", shared.clone()).await.status, 200);
+    let own = chat_body("sim-llama", None, "hot's own question");
+    assert_eq!(ask("sk-hot", own.clone()).await.status, 200);
+
+    // Past its hard limit `hot` gets what the cache holds for it, and only that.
+    let repeat = ask("sk-hot", own.clone()).await;
+    assert_eq!(repeat.header("x-switchyard-degraded"), Some("cache"));
+    let theirs = ask("sk-hot", shared).await;
+    assert_eq!(
+        theirs.status, 429,
+        "another tenant's cached answer must not be served: {}",
+        theirs.body
+    );
+    assert_eq!(theirs.header("x-switchyard-degraded"), None);
+    let mut hotter = own;
+    hotter["temperature"] = json!(1.7);
+    let sampled = ask("sk-hot", hotter).await;
+    assert_eq!(
+        sampled.status, 429,
+        "an answer generated with other sampling parameters is not this request's: {}",
+        sampled.body
+    );
+    gateway.shutdown().await;
+}
+
 /// The text of an SSE chat answer: its deltas' content, in order.
 fn streamed_text(body: &str) -> String {
     body.split("\n\n")
