@@ -20,6 +20,7 @@ RATE="${RATE:-60}"
 DURATION="${DURATION:-60}"
 SEEDS="${SEEDS:-1 2}"
 KV_SHARE="${KV_SHARE:-0.75}"
+SCRAPE_MS="${SCRAPE_MS:-250}"
 BASE="${FIG_PORT_BASE:-20000}"
 # mode:replicas:policy:workload[:flag], flag "legacy" turns anonymous conversations off;
 # "gauges" lists the sims as vLLM-shaped engines whose load gauges every replica scrapes every
@@ -38,7 +39,6 @@ meta scrape_ms "$SCRAPE_MS"
 
 GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-fleet-affinity)
 
-SCRAPE_MS="${SCRAPE_MS:-250}"
 
 write_config() {
     local policy="$1" flag="$2" path="$3" i
