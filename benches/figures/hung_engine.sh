@@ -8,6 +8,8 @@
 #
 # FAULT=kill runs the same scenario with `kill -9` of sim-1 instead of the hang and writes
 # kill_worker_smg.md (client errors among requests sent >= 1 s after the kill).
+# FAULT=stall makes sim-1's streams stop after STALL_AFTER_CHUNKS token chunks with the
+# connection left open (non-streaming answers never come) and writes stalled_stream.md.
 #
 # Bounded: 4 cases x (DURATION + up to TIMEOUT to drain), about 6 minutes with defaults.
 source "$(dirname "$0")/lib.sh"
@@ -15,7 +17,8 @@ FAULT="${FAULT:-engine_hang}"
 case "$FAULT" in
 engine_hang) fig_init hung_engine ;;
 kill) fig_init kill_worker_smg ;;
-*) echo "FAULT must be engine_hang or kill" >&2; exit 2 ;;
+stall) fig_init stalled_stream ;;
+*) echo "FAULT must be engine_hang, kill or stall" >&2; exit 2 ;;
 esac
 
 RATE="${RATE:-40}"
@@ -25,6 +28,7 @@ TIMEOUT="${TIMEOUT:-60}"
 SEED="${SEED:-13}"
 MAX_TOKENS="${MAX_TOKENS:-32}"
 VICTIM=sim-1
+STALL_AFTER_CHUNKS="${STALL_AFTER_CHUNKS:-4}"
 BASE="${FIG_PORT_BASE:-22000}"
 GW_PORT=$BASE
 SMG_PORT=$((BASE + 10))
@@ -40,6 +44,7 @@ meta fault "$FAULT"
 meta timeout "$TIMEOUT"
 meta seed "$SEED"
 meta victim "$VICTIM"
+meta stall_after_chunks "$STALL_AFTER_CHUNKS"
 meta bin_dir "$BIN_DIR"
 
 # Shipped defaults: first-byte deadline (floor 1 s, cap 30 s, 3x the worker's figures or the
@@ -131,6 +136,10 @@ run_case() {
     if [[ "$FAULT" == kill ]]; then
         kill -9 "${FLEET_PIDS[1]}"
         log_cmd kill -9 "<pid of $VICTIM>"
+    elif [[ "$FAULT" == stall ]]; then
+        local body="{\"mode\":\"stall\",\"after_chunks\":$STALL_AFTER_CHUNKS}"
+        sim_fault "${SIM_PORTS[1]}" "$body"
+        log_cmd curl -X POST "http://127.0.0.1:${SIM_PORTS[1]}/admin/fault" -d "$body"
     else
         sim_fault "${SIM_PORTS[1]}" '{"mode":"engine_hang"}'
         log_cmd curl -X POST "http://127.0.0.1:${SIM_PORTS[1]}/admin/fault" -d '{"mode":"engine_hang"}'

@@ -58,10 +58,15 @@ def render(meta):
             time_to_filter(summary, int(hang_ms)),
             load,
         ])
-    killed = one(meta, "fault", "engine_hang") == "kill"
+    kind = one(meta, "fault", "engine_hang")
+    killed = kind == "kill"
     fault = (
         f"{one(meta, 'victim')} is killed with `kill -9` (no goodbye to any connection)"
         if killed else
+        f"{one(meta, 'victim')}'s streams stop after {one(meta, 'stall_after_chunks', '4')} token "
+        "chunks with the connection left open, and its non-streaming answers never come (sim "
+        "fault `stall`)"
+        if kind == "stall" else
         f"{one(meta, 'victim')}'s engine hangs while its "
         "`/health` keeps answering 200 (sim fault `engine_hang`: requests are accepted and "
         "never get a byte, requests already generating stop)"
@@ -74,7 +79,11 @@ def render(meta):
         "after\" counts failed or unanswered requests sent in load-tool seconds that start at "
         "least 1 s after the fault."
     )
-    title = "kill -9 of a worker, side by side with SMG" if killed else "Hung engine with /health 200"
+    title = (
+        "kill -9 of a worker, side by side with SMG" if killed else
+        "Streams stalled mid-answer, side by side with SMG" if kind == "stall" else
+        "Hung engine with /health 200"
+    )
     lines = [header(title, meta, intro)]
     commands = dedup_commands(meta)
     bin_dir = one(meta, "bin_dir", "")
