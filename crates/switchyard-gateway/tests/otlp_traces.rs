@@ -185,11 +185,16 @@ async fn request_spans_reach_the_collector_in_the_clients_trace() {
             "{name} lies outside its request"
         );
     }
-    let metrics = metrics_text(&gateway.base_url).await;
-    let exported = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("switchyard_telemetry_spans_exported_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0);
-    assert!(exported >= 5.0, "{metrics}");
+    // The collector stores a batch before it answers, and the exporter counts the batch once
+    // the answer arrives: the counter follows shortly after the spans are seen.
+    let exported = || async {
+        metrics_text(&gateway.base_url)
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix("switchyard_telemetry_spans_exported_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let counted = eventually(Duration::from_secs(5), || async { exported().await >= 5.0 }).await;
+    assert!(counted, "{}", metrics_text(&gateway.base_url).await);
 }
