@@ -22,9 +22,13 @@ SEEDS="${SEEDS:-1 2}"
 KV_SHARE="${KV_SHARE:-0.75}"
 SCRAPE_MS="${SCRAPE_MS:-250}"
 BASE="${FIG_PORT_BASE:-20000}"
-# mode:replicas:policy:workload[:flag], flag "legacy" turns anonymous conversations off;
-# "gauges" lists the sims as vLLM-shaped engines whose load gauges every replica scrapes every
-# SCRAPE_MS (the later-turn escape reads them), "gauges-noescape" the same with the escape off.
+# mode:replicas:policy:workload[:flags], flags joined by "+": "legacy" turns anonymous
+# conversations off; "gauges" lists the sims as vLLM-shaped engines whose load gauges every
+# replica scrapes every SCRAPE_MS (the later-turn escape on a reported queue reads them),
+# "noescape" turns that escape off ("gauges-noescape" = "gauges+noescape"); "busy" sets
+# `later_turn_escape_in_flight` to BUSY_DEPTH (default 8, the sims' batch size): a later turn
+# leaves a worker carrying a full batch.
+BUSY_DEPTH="${BUSY_DEPTH:-8}"
 CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed independent:5:cache_aware:agentic-keyed}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
 RAFT_PORTS=($((BASE + 10)) $((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
@@ -36,18 +40,27 @@ meta duration "$DURATION"
 meta seeds "$SEEDS"
 meta kv_share "$KV_SHARE"
 meta scrape_ms "$SCRAPE_MS"
+meta busy_depth "$BUSY_DEPTH"
 
 GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-fleet-affinity)
 
 
+has_flag() {
+    [[ "+${1//-/+}+" == *"+$2+"* ]]
+}
+
 write_config() {
     local policy="$1" flag="$2" path="$3" i
     printf '[routing]\npolicy = "%s"\n' "$policy" >"$path"
-    case "$flag" in
-    legacy) printf '\n[routing.cache_aware]\nanonymous_conversations = false\n' >>"$path" ;;
-    gauges-noescape) printf '\n[routing.cache_aware]\nlater_turn_escape_queued = 0\n' >>"$path" ;;
-    esac
-    if [[ "$flag" == gauges* ]]; then
+    local tunables=()
+    has_flag "$flag" legacy && tunables+=("anonymous_conversations = false")
+    has_flag "$flag" noescape && tunables+=("later_turn_escape_queued = 0")
+    has_flag "$flag" busy && tunables+=("later_turn_escape_in_flight = $BUSY_DEPTH")
+    if ((${#tunables[@]})); then
+        printf '\n[routing.cache_aware]\n' >>"$path"
+        printf '%s\n' "${tunables[@]}" >>"$path"
+    fi
+    if has_flag "$flag" gauges; then
         printf '\n[health.latency_aware]\nscrape_interval_ms = %s\n' "$SCRAPE_MS" >>"$path"
         for i in 0 1 2 3; do
             printf '\n[[workers]]\nname = "sim-%s"\nurl = "http://127.0.0.1:%s"\nengine = "vllm"\n' \
@@ -84,7 +97,7 @@ run_case() {
         start_sim "sim-$i" "${SIM_PORTS[$i]}" --kv-blocks "$kv"
         pids+=("$SIM_PID")
         # With gauges the workers are listed in the config, with their engine.
-        [[ "$flag" == gauges* ]] || urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+        has_flag "$flag" gauges || urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
     done
     for ((i = 0; i < replicas; i++)); do
         local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}")

@@ -3,6 +3,9 @@
 oracle and of one replica's, load CV and TTFT p99 per case and seed, then the mean and spread
 over seeds. Usage: fleet_affinity_render.py META_TSV OUT_MD."""
 
+import glob
+import json
+import re
 import statistics
 import sys
 
@@ -27,6 +30,27 @@ def cases(meta):
 def label(case):
     flag = "" if case["flag"] == "default" else f" ({case['flag']})"
     return f"{case['policy']} {case['workload']}{flag}, {case['replicas']} {case['mode']}"
+
+
+def trace_summary(path):
+    """The run's latency summary (fleet_affinity_trace.py) beside its report, if written."""
+    latency = Path(path).with_suffix(".latency.json")
+    return json.loads(latency.read_text()) if latency.exists() else {}
+
+
+def escapes(path, branch):
+    """Decisions on `branch` summed over the run's replicas (saved gateway metrics)."""
+    stem = str(Path(path).with_suffix(""))
+    pattern = re.compile(r'switchyard_routing_decisions_total\{[^}]*branch="' + branch + r'"[^}]*\} (\d+)')
+    total = 0
+    for metrics in glob.glob(glob.escape(stem) + ".gateway-*.metrics.txt"):
+        total += sum(int(m.group(1)) for m in pattern.finditer(Path(metrics).read_text()))
+    return total
+
+
+def p50_ms(report):
+    value = (report.get("ttft") or {}).get("p50")
+    return None if value is None else value * 1000
 
 
 def p99_ms(report):
@@ -54,16 +78,22 @@ def render(meta):
         if base and p99_ms(base["report"]) and p99_ms(report) is not None:
             ttft_ratio = p99_ms(report) / p99_ms(base["report"])
         of_oracle = hit / oracle["sticky_hit_rate"] if oracle["sticky_hit_rate"] else None
+        trace = trace_summary(case["path"])
         rows.append([
             case["seed"], label(case), fmt(hit), fmt(oracle["sticky_hit_rate"]), fmt(of_oracle),
-            fmt(ratio), fmt(report["worker_load_cv"]), fmt(p99_ms(report), 0), fmt(ttft_ratio, 2),
+            fmt(ratio), fmt(report["worker_load_cv"]), fmt(p50_ms(report), 1),
+            fmt(p99_ms(report), 0), fmt(ttft_ratio, 2),
+            trace.get("all_sends_at_or_above_max_running", "-"),
+            trace.get("later_turns_on_another_worker", "-"),
+            f"{escapes(case['path'], 'busy_escape')}/{escapes(case['path'], 'load_escape')}",
             f"{report['ok']}/{report['requests_sent']}", case["load"], relative(case["path"]),
         ])
-        entry = by_label.setdefault(label(case), {"hit": [], "of_oracle": [], "ratio": [], "cv": [], "p99": [], "ttft_ratio": []})
+        entry = by_label.setdefault(label(case), {"hit": [], "of_oracle": [], "ratio": [], "cv": [], "p50": [], "p99": [], "ttft_ratio": []})
         entry["hit"].append(hit)
         entry["of_oracle"].append(of_oracle)
         entry["ratio"].append(ratio)
         entry["cv"].append(report["worker_load_cv"])
+        entry["p50"].append(p50_ms(report))
         entry["p99"].append(p99_ms(report))
         entry["ttft_ratio"].append(ttft_ratio)
 
@@ -76,7 +106,7 @@ def render(meta):
 
     summary = [
         [name, len(e["hit"]), spread(e["hit"]), spread(e["of_oracle"]), spread(e["ratio"]),
-         spread(e["cv"]), spread(e["p99"], 0), spread(e["ttft_ratio"], 2)]
+         spread(e["cv"]), spread(e["p50"], 1), spread(e["p99"], 0), spread(e["ttft_ratio"], 2)]
         for name, e in by_label.items()
     ]
     sizing = []
@@ -94,7 +124,10 @@ def render(meta):
             "replicas; seeds " + one(meta, "seeds", "?") + ". `of oracle` = physical hit rate / "
             "the sticky-session oracle's on the exact requests the run sent; `× one` = hit rate / "
             "the one-replica run of the same policy, workload and seed; `TTFT × one` likewise for "
-            "TTFT p99. `legacy` = `anonymous_conversations = false` (the behaviour before).",
+            "TTFT p99. `legacy` = `anonymous_conversations = false` (the behaviour before); `busy` = "
+            "`later_turn_escape_in_flight` at the sims' batch size; `gauges` = engine gauges "
+            "scraped; `sends onto a full batch` = requests sent while their worker already had "
+            "8 in flight (from the trace); `escapes` from the replicas' decision counters.",
         ),
         "## KV sizing (per seed)",
         "",
@@ -103,13 +136,14 @@ def render(meta):
         "",
         "## Mean [min–max] over seeds",
         "",
-        table(["case", "runs", "hit rate", "of oracle", "× one", "load CV", "TTFT p99 ms",
-               "TTFT × one"], summary),
+        table(["case", "runs", "hit rate", "of oracle", "× one", "load CV", "TTFT p50 ms",
+               "TTFT p99 ms", "TTFT × one"], summary),
         "",
         "## Every run",
         "",
         table(["seed", "case", "hit rate", "oracle", "of oracle", "× one", "load CV",
-               "TTFT p99 ms", "TTFT × one", "ok/sent", "load avg", "report"], rows),
+               "TTFT p50 ms", "TTFT p99 ms", "TTFT × one", "sends onto a full batch",
+               "later turns moved", "escapes busy/queued", "ok/sent", "load avg", "report"], rows),
         "",
         "## Commands",
         "",

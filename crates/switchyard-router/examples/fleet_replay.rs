@@ -176,6 +176,9 @@ fn main() -> Result<(), String> {
     let midpoint = options.requests / 2;
     let mut homes_at_event: Option<HashMap<usize, usize>> = None;
     let (mut moved_checked, mut moved) = (0u64, 0u64);
+    // Checked conversations whose worker left at the event: they had to move.
+    let mut moved_forced = 0u64;
+    let mut departed: Option<usize> = None;
     let mut previous_blocks: Vec<usize> = Vec::new();
 
     for index in 0..options.requests {
@@ -194,6 +197,7 @@ fn main() -> Result<(), String> {
                 match event.as_str() {
                     "leave" => {
                         let gone = live_workers.pop().unwrap_or(0);
+                        departed = Some(gone);
                         for r in &replicas {
                             r.policy.worker_removed(r.ids[gone]);
                         }
@@ -296,6 +300,7 @@ fn main() -> Result<(), String> {
                 if !first_turn {
                     moved_checked += 1;
                     moved += u64::from(worker != home);
+                    moved_forced += u64::from(departed == Some(home));
                 }
             }
         }
@@ -357,6 +362,7 @@ fn main() -> Result<(), String> {
         "event": options.event,
         "moved_share": if moved_checked > 0 { Some(moved as f64 / moved_checked as f64) } else { None },
         "moved_checked": moved_checked,
+        "moved_forced": moved_forced,
         "branches": branches,
     });
     println!("{report}");

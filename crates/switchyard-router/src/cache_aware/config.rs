@@ -51,6 +51,13 @@ pub struct CacheAwareConfig {
     /// same on every replica), for the first worker clockwise from the conversation that
     /// reports no queue and less load. 0 never leaves; workers that report no gauges never do.
     pub later_turn_escape_queued: u64,
+    /// A later chat turn also leaves its conversation's worker while that worker carries at
+    /// least this many requests (this replica's in-flight count, or the engine's reported
+    /// running + queued when higher), for the first worker clockwise from the conversation
+    /// carrying at most half as many. Set it to the engines' batch size (vLLM
+    /// `max_num_seqs`): at that depth the turn would wait for a batch slot, which costs more
+    /// than re-reading its conversation. 0 (the default) never leaves on load alone.
+    pub later_turn_escape_in_flight: u64,
 }
 
 impl Default for CacheAwareConfig {
@@ -68,6 +75,7 @@ impl Default for CacheAwareConfig {
             anonymous_conversations: true,
             opening_load_factor: 2.0,
             later_turn_escape_queued: 1,
+            later_turn_escape_in_flight: 0,
         }
     }
 }

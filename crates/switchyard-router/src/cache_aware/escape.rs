@@ -8,6 +8,13 @@
 //! later turn leaves such a worker for the first worker clockwise from its conversation's ring
 //! position that reports no queue and less load: a function of the conversation and of figures
 //! every replica reads alike, so the replicas send the turn to the same place.
+//!
+//! Gauges scraped a few hundred milliseconds apart miss most bursts: a queue is often gone
+//! before the next scrape. The busy escape reads the freshest figure there is, this
+//! replica's own in-flight count (exact when one replica feeds the fleet), or the engine's
+//! reported running + queued when that is higher (every replica's requests, a scrape ago):
+//! at a configured depth (the engine's batch size: the next request would wait for a slot)
+//! the turn goes to the first worker clockwise carrying at most half that load.
 
 use crate::load::CandidateLoads;
 use crate::policy::{Candidate, ReportedLoad};
@@ -37,6 +44,16 @@ impl ReportedLoads {
     fn of(&self, member: u32) -> Option<ReportedLoad> {
         self.by_member.get(member as usize).copied().flatten()
     }
+
+    /// The member's load as best this replica knows it (None: not a candidate): its own
+    /// in-flight count, or the engine's reported running + queued when higher.
+    fn known_load(&self, loads: &CandidateLoads, member: u32) -> Option<u64> {
+        let own = loads.in_flight(member)?;
+        let reported = self
+            .of(member)
+            .map_or(0, |load| load.running.saturating_add(load.queued));
+        Some(own.max(reported))
+    }
 }
 
 /// Where a later turn of the conversation at ring position `key` goes instead of `home`, or
@@ -64,6 +81,36 @@ pub(super) fn escape(
             && reported.of(member).is_some_and(|load| {
                 load.queued == 0 && load.running.saturating_add(load.queued) < home_load
             })
+    })?;
+    Some(ring.member(placed.member)?.id)
+}
+
+/// Where a later turn of the conversation at ring position `key` goes instead of `home`
+/// because `home` carries at least `min_load` requests (its known load: this replica's
+/// in-flight count or the engine's reported running + queued, whichever is higher), or None
+/// when it stays: below that load, `min_load` 0 (off), or no candidate carries at most half
+/// of `home`'s load.
+pub(super) fn busy_escape(
+    ring: &Ring,
+    loads: &CandidateLoads,
+    reported: &ReportedLoads,
+    key: u64,
+    home: WorkerId,
+    min_load: u64,
+) -> Option<WorkerId> {
+    if min_load == 0 {
+        return None;
+    }
+    let home_member = ring.member_index(home)?;
+    let home_load = reported.known_load(loads, home_member)?;
+    if home_load < min_load {
+        return None;
+    }
+    let placed = ring.place_where(ring.successor(key), loads, |member, _| {
+        member != home_member
+            && reported
+                .known_load(loads, member)
+                .is_some_and(|load| load.saturating_mul(2) <= home_load)
     })?;
     Some(ring.member(placed.member)?.id)
 }

@@ -4,9 +4,9 @@
 //! talking and sessions sharing one system prompt still spread. A chat is named by its
 //! conversation (its opening, under the session or user key when one is sent: `conversation`):
 //! only its first turn takes a (loose, in-flight) load bound, later turns go where it lives on
-//! every replica, unless that worker's engine reports a queue (`escape`); when the holder of a prefix is
-//! filtered, migrate the affinity to the fallback worker at once and say so to the other
-//! replicas.
+//! every replica, unless that worker's engine reports a queue or it carries a full batch
+//! (`escape`); when the holder of a prefix is filtered, migrate the affinity to the fallback
+//! worker at once and say so to the other replicas.
 
 mod affinity;
 mod config;
@@ -21,6 +21,8 @@ mod tests;
 mod tests_affinity;
 #[cfg(test)]
 mod tests_anonymous;
+#[cfg(test)]
+mod tests_busy_escape;
 #[cfg(test)]
 mod tests_escape;
 #[cfg(test)]
@@ -43,7 +45,7 @@ use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingSta
 use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
 use conversation::Conversation;
-use escape::{ReportedLoads, escape};
+use escape::{ReportedLoads, busy_escape, escape};
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{PlacementKind, PlacementOverrides};
@@ -68,6 +70,8 @@ const PLACEMENT_OVERRIDE: &str = "placement_override";
 const LOAD_MOVE: &str = "load_move";
 /// A later turn left its conversation's worker, whose engine reports a queue.
 const LOAD_ESCAPE: &str = "load_escape";
+/// A later turn left its conversation's worker, which carries a full batch or more.
+const BUSY_ESCAPE: &str = "busy_escape";
 /// The fleet's in-flight spread is too large: least loaded, cache ignored.
 const IMBALANCED: &str = "imbalanced";
 /// Short prompt, no routing key, or no candidate on the ring: least loaded.
@@ -80,6 +84,7 @@ const BRANCHES: &[&str] = &[
     PLACEMENT_OVERRIDE,
     LOAD_MOVE,
     LOAD_ESCAPE,
+    BUSY_ESCAPE,
     IMBALANCED,
     LEAST_LOADED,
 ];
@@ -115,6 +120,8 @@ enum Choice {
     Placed(WorkerId, PlacementKind),
     /// A later turn sent past its conversation's saturated worker.
     Escaped(WorkerId),
+    /// A later turn sent past its conversation's worker carrying a full batch.
+    Relieved(WorkerId),
     LeastLoaded(WorkerId),
 }
 
@@ -345,7 +352,8 @@ impl RoutingPolicy for CacheAwarePolicy {
             },
         };
         // Where the conversation lives is saturated by the figures every replica sees: this
-        // turn goes to the same unsaturated worker on whichever replica sees it.
+        // turn goes to the same unsaturated worker on whichever replica sees it. Else, where
+        // it lives carries a full batch by the freshest count: the turn would queue there.
         let escaped = match (&choice, key) {
             (
                 Choice::Hit(home)
@@ -361,10 +369,22 @@ impl RoutingPolicy for CacheAwarePolicy {
                 key.hash,
                 *home,
                 self.config.later_turn_escape_queued,
-            ),
+            )
+            .map(Choice::Escaped)
+            .or_else(|| {
+                busy_escape(
+                    &ring,
+                    &loads,
+                    &reported,
+                    key.hash,
+                    *home,
+                    self.config.later_turn_escape_in_flight,
+                )
+                .map(Choice::Relieved)
+            }),
             _ => None,
         };
-        let choice = escaped.map_or(choice, Choice::Escaped);
+        let choice = escaped.unwrap_or(choice);
         let (worker, branch) = match &choice {
             Choice::Hit(worker) => (*worker, PREFIX_HIT),
             Choice::Imbalanced(worker) => (*worker, IMBALANCED),
@@ -374,6 +394,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             Choice::Placed(worker, PlacementKind::HashFallback) => (*worker, HASH_FALLBACK),
             Choice::Placed(worker, PlacementKind::LoadMove) => (*worker, LOAD_MOVE),
             Choice::Escaped(worker) => (*worker, LOAD_ESCAPE),
+            Choice::Relieved(worker) => (*worker, BUSY_ESCAPE),
             Choice::LeastLoaded(worker) => (*worker, LEAST_LOADED),
         };
         let prefix_match = best_cache_match(&lookup, &view, worker, prompt_len);
@@ -395,7 +416,9 @@ impl RoutingPolicy for CacheAwarePolicy {
             }
             // An escape moves the conversation like a load move: replicas that share
             // affinity events follow it there even once the old worker's queue is gone.
-            Choice::Placed(_, PlacementKind::LoadMove) | Choice::Escaped(_) => {
+            Choice::Placed(_, PlacementKind::LoadMove)
+            | Choice::Escaped(_)
+            | Choice::Relieved(_) => {
                 if let Some(key) = key {
                     overrides.set(key.hash, worker);
                 }
