@@ -101,6 +101,8 @@ run_case() {
     done
     for ((i = 0; i < replicas; i++)); do
         local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}")
+        # A group's replicas keep their Raft vote and log on disk (required to join).
+        if [[ "$mode" == cluster ]]; then node+=(--data-dir "$FIG_WORK/raft-$name-$i"); fi
         if [[ "$mode" == cluster && $i -gt 0 ]]; then
             node+=(--join "127.0.0.1:${RAFT_PORTS[0]}")
         fi
