@@ -5,23 +5,25 @@
 # client retries; goodput = completions counted by the sims between WARM s and DURATION - 3 s.
 # Hand-tuned: max_concurrent in LIMITS; adaptive: [admission.adaptive] enabled = true with
 # max_concurrent = 64 as its ceiling. The adaptive limit is polled from GET /admin/admission.
-# Writes adaptive_limit.md. Bounded: per seed (|LIMITS| + 1) x (DURATION + ~5) s.
+# MAX_RUNNING sets each sim's batch cap (knee 2 x MAX_RUNNING). Writes adaptive_limit.md, or
+# adaptive_limit_$FIG_VARIANT.md. Bounded: per seed (|LIMITS| + 1) x (DURATION + ~5) s.
 source "$(dirname "$0")/lib.sh"
-fig_init adaptive_limit
+fig_init "adaptive_limit${FIG_VARIANT:+_$FIG_VARIANT}"
 
 SEEDS="${SEEDS:-1 2 3}"
 LIMITS="${LIMITS:-4 8 12 24}"
 RATE="${RATE:-40}"
 DURATION="${DURATION:-30}"
 WARM="${WARM:-12}"
-SIM_FLAGS=(--max-running 4 --time-scale 8)
+MAX_RUNNING="${MAX_RUNNING:-4}"
+SIM_FLAGS=(--max-running "$MAX_RUNNING" --time-scale 8)
 BASE="${FIG_PORT_BASE:-23200}"
 GW_PORT=$BASE
 SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
 require_ports "$GW_PORT" "${SIM_PORTS[@]}"
 HELPER="python3 $FIG_DIR/overload_goodput.py"
 
-meta workers "2 sims: ${SIM_FLAGS[*]} (knee 8 concurrent); offered $RATE req/s for $DURATION s"
+meta workers "2 sims: ${SIM_FLAGS[*]} (knee $((2 * MAX_RUNNING)) concurrent); offered $RATE req/s for $DURATION s"
 
 write_config() {
     local config="$1" max="$2" adaptive="$3"

@@ -6,6 +6,7 @@ use prometheus::{
 };
 use switchyard_core::Priority;
 
+use crate::capacity::adaptive::Decision;
 use crate::gates::Settlement;
 use crate::overload::{GatewayState, Verdict};
 
@@ -48,6 +49,8 @@ pub(crate) struct QueueGauges {
     pub(crate) capacity: IntGauge,
     /// Dispatch slots the adaptive concurrency limit allows (0 when it is off).
     pub(crate) adaptive_limit: IntGauge,
+    /// What the adaptive limit did on each update, by decision.
+    pub(crate) adaptive_decisions: IntCounterVec,
     pub(crate) dispatches: IntCounterVec,
 }
 
@@ -55,6 +58,12 @@ impl QueueGauges {
     pub(crate) fn dispatched(&self, class: Priority, path: DispatchPath) {
         self.dispatches
             .with_label_values(&[class.as_str(), path.as_str()])
+            .inc();
+    }
+
+    pub(crate) fn adaptive_decided(&self, decision: Decision) {
+        self.adaptive_decisions
+            .with_label_values(&[decision.as_str()])
             .inc();
     }
 }
@@ -97,6 +106,16 @@ impl AdmissionMetrics {
             "switchyard_admission_adaptive_limit",
             "Dispatch slots the adaptive concurrency limit allows now (0 when it is off).",
         )?;
+        let adaptive_decisions = IntCounterVec::new(
+            Opts::new(
+                "switchyard_admission_adaptive_decisions_total",
+                "Adaptive limit decisions: probe_started / probe_measured (no-load latency), grew, shrank, held_at_floor (a cut stopped at the concurrency of the best recent throughput), held_idle (demand below half the limit).",
+            ),
+            &["decision"],
+        )?;
+        for decision in Decision::ALL {
+            adaptive_decisions.with_label_values(&[decision.as_str()]);
+        }
         let dispatches = IntCounterVec::new(
             Opts::new(
                 "switchyard_admission_dispatches_total",
@@ -185,6 +204,7 @@ impl AdmissionMetrics {
         registry.register(Box::new(in_use.clone()))?;
         registry.register(Box::new(capacity.clone()))?;
         registry.register(Box::new(adaptive_limit.clone()))?;
+        registry.register(Box::new(adaptive_decisions.clone()))?;
         registry.register(Box::new(dispatches.clone()))?;
         registry.register(Box::new(queue_wait.clone()))?;
         registry.register(Box::new(admitted.clone()))?;
@@ -227,6 +247,7 @@ impl AdmissionMetrics {
                 in_use,
                 capacity,
                 adaptive_limit,
+                adaptive_decisions,
                 dispatches,
             },
             queue_wait,
@@ -321,6 +342,11 @@ impl QueueGauges {
             in_use: gauge("in_use"),
             capacity: gauge("capacity"),
             adaptive_limit: gauge("adaptive_limit"),
+            adaptive_decisions: IntCounterVec::new(
+                Opts::new("adaptive_decisions", "test"),
+                &["decision"],
+            )
+            .unwrap(),
             dispatches: IntCounterVec::new(Opts::new("dispatches", "test"), &["class", "path"])
                 .unwrap(),
         }

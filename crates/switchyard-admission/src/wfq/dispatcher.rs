@@ -377,7 +377,10 @@ impl Dispatcher {
         let in_use = state.in_use;
         if let Some(adaptive) = state.adaptive.as_mut() {
             let before = adaptive.limit();
-            adaptive.record(held, in_use + 1, Instant::now().into_std());
+            let decision = adaptive.record(held, in_use + 1, Instant::now().into_std());
+            if let Some(decision) = decision {
+                self.gauges.adaptive_decided(decision);
+            }
             if adaptive.limit() != before {
                 state.refresh_capacity();
             }
