@@ -202,7 +202,8 @@ async fn a_stream_stalled_by_a_worker_process_ends_in_an_error_counted_once_and_
     let mut config = config_for_processes(&sims);
     config.upstream.stream_idle_timeout_ms = 500;
     config.admission = serde_json::from_value(json!({
-        "tenants": [{"api_key": KEY, "caller": "team-a", "tokens_per_day": 1_000_000}]
+        "tenants": [{"api_key": KEY, "caller": "team-a", "tokens_per_day": 1_000_000,
+                     "tokens_per_minute": 100_000}]
     }))
     .unwrap();
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
@@ -287,4 +288,124 @@ async fn a_stream_stalled_by_a_worker_process_ends_in_an_error_counted_once_and_
         (3.0..100.0).contains(&spent),
         "charged {spent} tokens: {metrics}"
     );
+    // Admission is settled too: the dispatch slot is back and the reservation refunded.
+    assert_eq!(
+        metric_value(&metrics, "switchyard_admission_dispatch_slots_in_use"),
+        0.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric_value(
+            &metrics,
+            "switchyard_admission_bucket_settlements_total{outcome=\"refund\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
+}
+
+/// One stream with a client-side bound: its whole body, or `None` if it did not end in time.
+async fn streamed(url: String, bound: Duration) -> Option<String> {
+    let mut request = chat("sim-llama", "hello there", true);
+    request["max_tokens"] = json!(32);
+    answered(url, request, bound).await.map(|(_, body)| body)
+}
+
+/// A worker whose every stream stalls after its first chunks is never silent while new
+/// streams keep arriving; the per-stream signal marks it hung within the window anyway.
+#[tokio::test]
+async fn a_worker_process_stalling_every_stream_is_filtered_while_streams_keep_arriving() {
+    let sims = spawn_sims(3, 1.0, ENTRY).await;
+    let mut config = config_for_processes(&sims);
+    config.health.prober.interval_ms = 100;
+    config.health.prober.latency_bound_ms = 1000;
+    // Short enough that the stuck streams end within the test.
+    config.upstream.stream_idle_timeout_ms = 3000;
+    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+        .await
+        .unwrap();
+    let base = gateway.base_url();
+    let url = format!("{base}/v1/chat/completions");
+
+    let started = Instant::now();
+    let stall_at = Duration::from_millis(1000);
+    let mut stalled_at = None;
+    let mut filtered_at = None;
+    let mut requests = Vec::new();
+    // 20 streams a second for 5 s, open loop, the state polled between them.
+    let mut ticker = tokio::time::interval(Duration::from_millis(50));
+    while started.elapsed() < Duration::from_secs(5) {
+        ticker.tick().await;
+        if stalled_at.is_none() && started.elapsed() >= stall_at {
+            sims[0]
+                .set_fault(json!({"mode": "stall", "after_chunks": 3}))
+                .await;
+            stalled_at = Some(started.elapsed());
+        }
+        requests.push((
+            started.elapsed(),
+            tokio::spawn(streamed(url.clone(), Duration::from_secs(10))),
+        ));
+        if stalled_at.is_some()
+            && filtered_at.is_none()
+            && worker_state(&base, "sim-0").await == "hung"
+        {
+            filtered_at = Some(started.elapsed());
+        }
+    }
+    let stalled_at = stalled_at.unwrap();
+    let filtered_at = filtered_at.expect("sim-0 marked hung while streams kept arriving");
+    let took = filtered_at - stalled_at;
+    eprintln!("stalling worker filtered {took:?} after the stall");
+    assert!(
+        took < Duration::from_secs(3),
+        "filtered only after {took:?}"
+    );
+
+    let all = admin_call(&base, ADMIN_KEY, Method::GET, "/admin/workers", json!(null))
+        .await
+        .json();
+    let sim0 = all["workers"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == "sim-0"))
+        .cloned()
+        .unwrap();
+    assert_eq!(sim0["last_transition"], "hung_stalled_streams", "{sim0}");
+
+    // Every client got its answer or a clear error; none sent after the mark failed.
+    let mut stalled = 0;
+    for (sent, task) in requests {
+        let body = task.await.unwrap().expect("every stream ends");
+        if complete(true, 200, &body) {
+            continue;
+        }
+        assert!(
+            body.contains("upstream_stream_stalled") && !body.contains("[DONE]"),
+            "{body}"
+        );
+        assert!(
+            sent < filtered_at,
+            "a stream sent {:?} after the mark failed",
+            sent - filtered_at
+        );
+        stalled += 1;
+    }
+    assert!(stalled >= 2, "the stall met {stalled} streams");
+    let metrics = metrics_text(&base).await;
+    assert_eq!(
+        metric_value(
+            &metrics,
+            "switchyard_worker_hung_checks_total{verdict=\"stalled_streams\",worker=\"sim-0\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
+
+    // The worker comes back: the prober confirms it and it is not marked again.
+    sims[0].set_fault(json!({"mode": "ok"})).await;
+    let back = eventually(Duration::from_secs(5), || async {
+        worker_state(&base, "sim-0").await == "healthy"
+    })
+    .await;
+    assert!(back, "probes bring the worker back");
 }

@@ -164,6 +164,10 @@ pub struct HungConfig {
     pub quiet_ms: u64,
     /// How often the silence is checked.
     pub check_interval_ms: u64,
+    /// Streams stuck mid-answer (no chunk for the hung window) that mark a worker hung
+    /// while it completes nothing and they are at least half of its answering streams;
+    /// 0 switches this signal off.
+    pub stalled_streams: u32,
 }
 
 impl Default for HungConfig {
@@ -172,6 +176,7 @@ impl Default for HungConfig {
             active: true,
             quiet_ms: 1500,
             check_interval_ms: 250,
+            stalled_streams: 2,
         }
     }
 }

@@ -182,6 +182,7 @@ impl WorkerHandle {
         InFlightGuard {
             worker: Arc::clone(self),
             due_key: None,
+            stream: None,
         }
     }
 
@@ -209,6 +210,8 @@ pub struct InFlightGuard {
     pub(crate) worker: Arc<WorkerHandle>,
     /// Set when the request said when its bytes are due (hung detection, `progress.rs`).
     pub(crate) due_key: Option<(u64, u64)>,
+    /// Set at a stream's first chunk: its key and last-chunk time (hung detection).
+    pub(crate) stream: Option<(u64, Arc<AtomicU64>)>,
 }
 
 impl InFlightGuard {
@@ -222,6 +225,9 @@ impl Drop for InFlightGuard {
         let worker = &self.worker;
         if let Some(key) = self.due_key.take() {
             worker.progress.forget(key);
+        }
+        if let Some((key, _)) = self.stream.take() {
+            worker.progress.stream_ended(key);
         }
         // SeqCst pairs with `start_drain` + `wait_idle`: either this drop sees `draining`, or
         // the waiter sees the decremented count.

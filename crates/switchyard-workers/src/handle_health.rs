@@ -220,8 +220,9 @@ impl WorkerHandle {
         }
     }
 
-    /// Sets or clears the hung mark; returns whether it changed.
-    pub(crate) fn set_hung(&self, hung: bool) -> bool {
+    /// Sets or clears the hung mark, counting the transition under `reason`; returns
+    /// whether it changed.
+    pub(crate) fn set_hung(&self, hung: bool, reason: TransitionReason) -> bool {
         if self.flags.hung.swap(hung, Ordering::AcqRel) == hung {
             return false;
         }
@@ -229,13 +230,14 @@ impl WorkerHandle {
         if hung {
             warn!(
                 worker = self.name(),
+                reason = reason.as_str(),
                 "worker hung: busy and silent while healthy; out of the candidate set"
             );
-            self.note(TransitionReason::Hung);
+            self.note(reason);
             self.signal_filtered();
         } else {
             info!(worker = self.name(), "hung worker confirmed back by probes");
-            self.note(TransitionReason::HungRecovered);
+            self.note(reason);
         }
         true
     }

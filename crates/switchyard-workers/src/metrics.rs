@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::breaker::BreakerState;
 use crate::latency::{LatencyFigures, LatencySource};
 use crate::status::TransitionReason;
+use crate::worker::HUNG_CHECKS;
 
 pub(crate) const STATES: &[&str] = &[
     "healthy",
@@ -56,13 +57,16 @@ pub(crate) enum FailoverReason {
     CircuitOpen,
     /// Measured from the worker's last byte to the hung mark.
     Hung,
+    /// Measured from the last chunk of the longest-stuck stream to the hung mark.
+    StalledStreams,
 }
 
 impl FailoverReason {
-    const ALL: [FailoverReason; 3] = [
+    const ALL: [FailoverReason; 4] = [
         FailoverReason::HealthCheck,
         FailoverReason::CircuitOpen,
         FailoverReason::Hung,
+        FailoverReason::StalledStreams,
     ];
 
     fn as_str(self) -> &'static str {
@@ -70,6 +74,7 @@ impl FailoverReason {
             FailoverReason::HealthCheck => "health_check",
             FailoverReason::CircuitOpen => "circuit_open",
             FailoverReason::Hung => "hung",
+            FailoverReason::StalledStreams => "stalled_streams",
         }
     }
 }
@@ -93,6 +98,7 @@ pub(crate) struct WorkerMetrics {
     breaker_calls: IntCounterVec,
     scrapes: IntCounterVec,
     judge_windows: IntCounterVec,
+    hung_checks: IntCounterVec,
     drains: IntCounterVec,
     failover: HistogramVec,
 }
@@ -172,6 +178,13 @@ impl WorkerMetrics {
                 "Latency windows by the judge's verdict.",
                 &["worker", "verdict"],
             )?,
+            hung_checks: counter(
+                "switchyard_worker_hung_checks_total",
+                "Hung checks that saw something, by verdict (silent, stalled_streams: marked \
+                 hung; deferred_gateway_lag: over the window only because the gateway ran \
+                 late; stalls_excused: stuck streams on a worker still completing answers).",
+                &["worker", "verdict"],
+            )?,
             drains: {
                 let vec = counter(
                     "switchyard_worker_drains_total",
@@ -248,6 +261,9 @@ impl WorkerSeries {
         for verdict in JUDGE_VERDICTS {
             f.judge_windows.with_label_values(&[worker, verdict]);
         }
+        for verdict in HUNG_CHECKS {
+            f.hung_checks.with_label_values(&[worker, verdict]);
+        }
         let breaker_calls = BREAKER_OUTCOMES
             .iter()
             .map(|o| f.breaker_calls.with_label_values(&[worker, o]))
@@ -315,6 +331,7 @@ impl WorkerSeries {
             Family::HealthChecks => &f.health_checks,
             Family::Scrapes => &f.scrapes,
             Family::JudgeWindows => &f.judge_windows,
+            Family::HungChecks => &f.hung_checks,
         };
         vec.with_label_values(&[&self.worker, label]).inc();
     }
@@ -361,11 +378,12 @@ impl WorkerSeries {
             let _ = f.tpot_p90.remove_label_values(&[w, source]);
         }
         let _ = f.window_samples.remove_label_values(&[w]);
-        let counted: [(&IntCounterVec, &[&str]); 5] = [
+        let counted: [(&IntCounterVec, &[&str]); 6] = [
             (&f.probes, PROBE_RESULTS),
             (&f.health_checks, HEALTH_RESULTS),
             (&f.scrapes, SCRAPE_RESULTS),
             (&f.judge_windows, JUDGE_VERDICTS),
+            (&f.hung_checks, HUNG_CHECKS),
             (&f.breaker_calls, &BREAKER_OUTCOMES),
         ];
         for (vec, labels) in counted {
@@ -386,6 +404,7 @@ pub(crate) enum Family {
     HealthChecks,
     Scrapes,
     JudgeWindows,
+    HungChecks,
 }
 
 #[cfg(test)]

@@ -23,11 +23,13 @@ pub(crate) enum TransitionReason {
     CircuitHalfOpen,
     CircuitClosed,
     Hung,
+    /// Hung because its streams are stuck mid-answer while it completes nothing.
+    HungStalledStreams,
     HungRecovered,
 }
 
 impl TransitionReason {
-    pub(crate) const ALL: [TransitionReason; 13] = [
+    pub(crate) const ALL: [TransitionReason; 14] = [
         Self::Unhealthy,
         Self::Healthy,
         Self::OverloadedTtft,
@@ -40,6 +42,7 @@ impl TransitionReason {
         Self::CircuitHalfOpen,
         Self::CircuitClosed,
         Self::Hung,
+        Self::HungStalledStreams,
         Self::HungRecovered,
     ];
 
@@ -57,6 +60,7 @@ impl TransitionReason {
             Self::CircuitHalfOpen => "circuit_half_open",
             Self::CircuitClosed => "circuit_closed",
             Self::Hung => "hung",
+            Self::HungStalledStreams => "hung_stalled_streams",
             Self::HungRecovered => "hung_recovered",
         }
     }

@@ -130,8 +130,14 @@ impl MeteredBody {
                 self.chunks += count_events(data);
             }
         }
-        if let Some(meter) = &self.meter {
-            meter._worker_in_flight.worker().note_progress();
+        if let Some(meter) = &mut self.meter {
+            // A stream's chunks also count per stream: a worker that stalls every stream
+            // after its first chunks is otherwise never silent while new streams arrive.
+            if self.is_sse && frame.is_data() {
+                meter._worker_in_flight.note_chunk();
+            } else {
+                meter._worker_in_flight.worker().note_progress();
+            }
         }
         if self.first_frame_at.is_none() && frame.is_data() {
             let now = Instant::now();
@@ -211,6 +217,9 @@ impl MeteredBody {
 
     fn finish(&mut self, failed: bool) {
         if let Some(mut meter) = self.meter.take() {
+            if !failed && meter.status.is_success() {
+                meter._worker_in_flight.note_completed();
+            }
             self.report_stream(&meter, failed);
             meter
                 .metrics

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::hung::{Evidence, GatewayLag, HungCheck, check, hung_window};
 use crate::breaker::BreakerParams;
-use crate::config::HealthConfig;
+use crate::config::{HealthConfig, ms};
 use crate::handle::WorkerHandle;
 use crate::health_tracker::{HealthTracker, HealthVerdict};
 use crate::judge::{Judge, JudgeThresholds, OverloadReason, ProbeVerdict, WindowVerdict};
@@ -45,6 +46,8 @@ pub(crate) struct WorkerCore {
     judge: Judge,
     /// Consecutive successful probes since the worker was marked hung.
     hung_probe_successes: u32,
+    /// How late the hung checks ran: time the gateway itself was not reading any bytes.
+    lag: GatewayLag,
 }
 
 impl WorkerCore {
@@ -55,6 +58,7 @@ impl WorkerCore {
             failing_since: None,
             judge: Judge::resume(handle.is_overloaded()),
             hung_probe_successes: 0,
+            lag: GatewayLag::default(),
             handle,
         }
     }
@@ -64,27 +68,52 @@ impl WorkerCore {
         self.judge.is_overloaded() || self.handle.is_hung()
     }
 
-    /// Periodic: a healthy worker busy and silent for the hung window is marked hung.
+    /// Periodic: a healthy worker busy and silent for the hung window, or whose streams are
+    /// stuck mid-answer while it completes nothing, is marked hung (`hung.rs`).
     pub(crate) fn on_watch(&mut self, config: &HealthConfig) {
         let h = &self.handle;
+        let now = h.breaker.now();
+        self.lag.tick(now, ms(config.hung.check_interval_ms));
         if !config.hung.active {
-            h.set_hung(false);
+            h.set_hung(false, TransitionReason::HungRecovered);
             return;
         }
         if h.is_hung() || !h.is_healthy() || h.is_draining() {
             return;
         }
-        let Some(silence) = h.silence() else {
-            return;
+        let evidence = Evidence {
+            now,
+            silence: h.silence(),
+            streams: h.progress.census(),
         };
-        if silence < hung_window(config, h.latency().as_deref()) {
-            return;
+        let window = hung_window(config, h.latency().as_deref());
+        let verdict = check(&evidence, window, config.hung.stalled_streams, &self.lag);
+        if let Some(label) = verdict.label() {
+            h.series.count(Family::HungChecks, label);
         }
+        let (reason, failover, took) = match verdict {
+            HungCheck::Silent(silence) => (TransitionReason::Hung, FailoverReason::Hung, silence),
+            HungCheck::StalledStreams { streams, longest } => {
+                tracing::warn!(
+                    worker = h.name(),
+                    streams,
+                    "streams stuck mid-answer while the worker completes nothing"
+                );
+                (
+                    TransitionReason::HungStalledStreams,
+                    FailoverReason::StalledStreams,
+                    longest,
+                )
+            }
+            HungCheck::Fine | HungCheck::DeferredForGatewayLag | HungCheck::StallsExcused => {
+                return;
+            }
+        };
         let was_routable = h.routability() == Routability::Routable;
-        if h.set_hung(true) {
+        if h.set_hung(true, reason) {
             self.hung_probe_successes = 0;
             if was_routable {
-                h.series.failover(FailoverReason::Hung, silence);
+                h.series.failover(failover, took);
             }
         }
     }
@@ -169,7 +198,8 @@ impl WorkerCore {
                 0
             };
             if self.hung_probe_successes >= config.prober.successes_to_confirm {
-                h.set_hung(false);
+                h.progress.forgive();
+                h.set_hung(false, TransitionReason::HungRecovered);
                 self.hung_probe_successes = 0;
             }
         }
@@ -197,18 +227,6 @@ impl WorkerCore {
         self.handle
             .reconfigure_breaker(BreakerParams::from_config(&config.breaker));
     }
-}
-
-/// Silence that marks a worker hung: the configured window, or twice the worker's TTFT p90
-/// when that is longer (a slow prefill is not a hang).
-fn hung_window(config: &HealthConfig, latency: Option<&LatencyFigures>) -> Duration {
-    let configured = Duration::from_millis(config.hung.quiet_ms);
-    let ttft = latency
-        .and_then(|l| l.ttft_p90_seconds)
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(|s| Duration::from_secs_f64((2.0 * s).min(3600.0)))
-        .unwrap_or_default();
-    configured.max(ttft)
 }
 
 #[cfg(test)]
@@ -381,7 +399,12 @@ mod tests {
         clock.advance(Duration::from_millis(1000));
         core.on_watch(&config);
         handle.note_progress();
-        clock.advance(Duration::from_millis(1400));
+        // Checked on time (every 250 ms): a late check would discount its own lag.
+        for _ in 0..5 {
+            clock.advance(Duration::from_millis(250));
+            core.on_watch(&config);
+        }
+        clock.advance(Duration::from_millis(150));
         core.on_watch(&config);
         assert!(!handle.is_hung(), "a byte 1.4 s ago is within the window");
         assert!(!filtered.has_changed().unwrap());

@@ -16,6 +16,7 @@ mod collector;
 mod decisions;
 mod discovery;
 mod health_checker;
+mod hung;
 mod probe_timing;
 mod prober;
 
@@ -33,6 +34,7 @@ use discovery::Discovery;
 use health_checker::HealthChecker;
 use prober::{Prober, ProberArgs};
 
+pub(crate) use hung::HUNG_CHECKS;
 pub(crate) use prober::PURPOSE_HEADER;
 
 /// "Do your periodic work now"; every child's only message.
