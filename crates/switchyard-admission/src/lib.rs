@@ -41,10 +41,7 @@ pub use config::{
     PerClass, PurposeLimits, RampConfig, RetryAfterConfig, ScopeLimits, TenantConfig, WfqConfig,
 };
 pub use error::AdmissionError;
-pub use identity::{
-    ANONYMOUS, API_KEY_HEADER, CallerLabels, Identity, IdentityError, OTHER, PRIORITY_HEADER,
-    PURPOSE_HEADER, REQUEST_ID_HEADER, RETRY_COUNT_HEADER, UNKNOWN,
-};
+pub use identity::{ANONYMOUS, CallerLabels, Identity, IdentityError, OTHER, UNKNOWN};
 pub use ledger::{BudgetPeriod, BudgetUsage, InMemoryLedger};
 pub use overload::{GatewayState, OverloadSignals, Verdict};
 pub use permit::AdmissionPermit;

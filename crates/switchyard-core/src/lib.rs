@@ -5,6 +5,7 @@
 //! and the injectable clock that time-based logic uses so tests can drive it deterministically.
 
 mod clock;
+pub mod header_names;
 mod quota;
 mod secret;
 mod tags;

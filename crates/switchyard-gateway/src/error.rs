@@ -178,7 +178,7 @@ impl IntoResponse for ApiError {
         if let Some(millis) = self.retry_after_ms {
             response
                 .headers_mut()
-                .insert("retry-after-ms", HeaderValue::from(millis));
+                .insert(crate::headers::RETRY_AFTER_MS, HeaderValue::from(millis));
         }
         response
     }

@@ -103,7 +103,7 @@ pub struct StartOptions {
     pub config_path: Option<PathBuf>,
     pub config_overrides: Option<ConfigOverrides>,
     /// Clock of warmup, degradation and the response cache (tests drive it by hand).
-    pub warmup_clock: Option<switchyard_warmup::WallClock>,
+    pub warmup_clock: Option<switchyard_core::WallClock>,
 }
 
 /// A running gateway. Dropping it without `shutdown` leaves the server running until the

@@ -4,10 +4,10 @@
 //! from the request id (a UUID's 32 hex digits, or a hash of any other id), so every attempt of
 //! one request, and its log lines, share one trace. Each attempt gets a fresh parent id.
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderValue};
 use std::hash::Hasher;
 
-pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+use crate::headers::TRACEPARENT;
 
 /// The trace id and flags of a request.
 #[derive(Clone, Debug, PartialEq, Eq)]

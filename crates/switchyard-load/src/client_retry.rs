@@ -8,10 +8,6 @@ use http::StatusCode;
 use crate::LoadError;
 use crate::mix::WeightedMix;
 
-/// Sent on every retry by clients that honour `Retry-After`: `k` = the retry's number (1, 2, …).
-pub const RETRY_COUNT_HEADER: &str = "x-switchyard-retry-count";
-/// Sent on every attempt of a request when clients retry, identical across its retries.
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// `Retry-After` beyond this is not believed: a well-behaved client still caps its wait.
 pub const MAX_HONOURED_WAIT: Duration = Duration::from_secs(60);
 /// What an honouring client waits when a refusal carries no usable `Retry-After`.
@@ -110,9 +106,6 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let seconds: f64 = value.trim().parse().ok()?;
     Duration::try_from_secs_f64(seconds).ok()
 }
-
-/// Millisecond form of `Retry-After`, which the OpenAI SDKs read before `Retry-After`.
-pub const RETRY_AFTER_MS_HEADER: &str = "retry-after-ms";
 
 /// `retry-after-ms`: a non-negative number of milliseconds.
 pub fn parse_retry_after_ms(value: &str) -> Option<Duration> {

@@ -1,6 +1,7 @@
 //! One chat-completion exchange: send, then read the SSE stream (or JSON body) into an outcome.
 
 use std::time::Duration;
+use switchyard_core::header_names;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
@@ -11,18 +12,12 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::chunk::{ChunkSummary, summarize_chunk};
-use crate::client_retry::{
-    REQUEST_ID_HEADER, RETRY_AFTER_MS_HEADER, RETRY_COUNT_HEADER, parse_retry_after,
-    parse_retry_after_ms,
-};
-use crate::priority::{PRIORITY_HEADER, PriorityClass};
+use crate::client_retry::{parse_retry_after, parse_retry_after_ms};
+use crate::priority::PriorityClass;
 use crate::sse::SseParser;
 use crate::transport::{Endpoint, HttpClient};
 use crate::workload::{ChatMessage, PlannedRequest};
 
-/// Response header naming the worker that served the request.
-pub const WORKER_HEADER: &str = "x-switchyard-worker";
-const SESSION_HEADER: &str = "x-session-id";
 /// After `[DONE]`, frames already buffered are drained so the connection returns to the pool.
 const MAX_TRAILING_FRAMES: usize = 8;
 
@@ -132,9 +127,9 @@ pub async fn send_chat(
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned)
     };
-    let worker = header(WORKER_HEADER);
+    let worker = header(header_names::WORKER);
     // Like the OpenAI SDKs: `retry-after-ms` first, then `Retry-After`.
-    let retry_after = header(RETRY_AFTER_MS_HEADER)
+    let retry_after = header(header_names::RETRY_AFTER_MS)
         .and_then(|v| parse_retry_after_ms(&v))
         .or_else(|| header(http::header::RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(&v)));
     let body = response.into_body();
@@ -183,17 +178,20 @@ fn build_request(
         .map_err(|_| Failure::new("encode"))?;
     let headers = request.headers_mut();
     if let Some(session) = &planned.session_id {
-        headers.insert(SESSION_HEADER, header_value(session)?);
+        headers.insert(header_names::SESSION_ID, header_value(session)?);
     }
     headers.extend(endpoint.extra_headers.clone());
     if let Some(priority) = attempt.priority {
-        headers.insert(PRIORITY_HEADER, HeaderValue::from_static(priority.as_str()));
+        headers.insert(
+            header_names::PRIORITY,
+            HeaderValue::from_static(priority.as_str()),
+        );
     }
     if let Some(count) = attempt.retry_count {
-        headers.insert(RETRY_COUNT_HEADER, HeaderValue::from(count));
+        headers.insert(header_names::RETRY_COUNT, HeaderValue::from(count));
     }
     if let Some(id) = &attempt.request_id {
-        headers.insert(REQUEST_ID_HEADER, header_value(id)?);
+        headers.insert(header_names::REQUEST_ID, header_value(id)?);
     }
     Ok(request)
 }

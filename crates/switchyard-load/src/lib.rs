@@ -32,14 +32,11 @@ mod transport;
 mod workload;
 
 pub use cli::{LoadArgs, run_cli};
-pub use client_retry::{
-    ClientRetryMix, ClientRetryMode, REQUEST_ID_HEADER, RETRY_COUNT_HEADER, parse_client_retry_mix,
-};
+pub use client_retry::{ClientRetryMix, ClientRetryMode, parse_client_retry_mix};
 pub use config::{LoadConfig, Workload};
 pub use error::LoadError;
-pub use exchange::WORKER_HEADER;
 pub use mix::WeightedMix;
-pub use priority::{PRIORITY_HEADER, PriorityClass, PriorityMix, parse_priority_mix};
+pub use priority::{PriorityClass, PriorityMix, parse_priority_mix};
 pub use render::render_side_by_side;
 pub use report::{
     BreakdownReport, LatencySummary, LoadReport, TargetLoad, UNKNOWN_WORKER, WorkerLoad,

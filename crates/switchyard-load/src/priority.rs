@@ -5,9 +5,6 @@ use serde::Serialize;
 use crate::LoadError;
 use crate::mix::WeightedMix;
 
-/// Request header naming the class a request asks for.
-pub const PRIORITY_HEADER: &str = "x-switchyard-priority";
-
 /// A priority class as the gateway spells it; P0 is the most urgent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum PriorityClass {

@@ -12,10 +12,11 @@ use rand::{Rng, SeedableRng};
 use std::hint::black_box;
 use std::sync::Arc;
 use support::{CONVERSATIONS, SYSTEM_BYTES, SYSTEM_PROMPTS, TAIL_BYTES, WORKERS, text};
+use switchyard_core::WallClock;
 use switchyard_core::WorkerId;
 use switchyard_router::{
     CacheAwareConfig, CacheAwarePolicy, Candidate, ConsistentHashConfig, ConsistentHashPolicy,
-    DiscardAffinity, HotspotConfig, RoundRobinPolicy, RouteRequest, RouterClock, RoutingKeyConfig,
+    DiscardAffinity, HotspotConfig, RoundRobinPolicy, RouteRequest, RoutingKeyConfig,
     RoutingPolicy,
 };
 
@@ -59,7 +60,7 @@ fn warmed_policy(rng: &mut SmallRng) -> Warmed {
         CacheAwareConfig::default(),
         &ConsistentHashConfig::default(),
         RoutingKeyConfig::default(),
-        RouterClock::system(),
+        WallClock::system(),
         Arc::new(DiscardAffinity),
     )
     .unwrap();
@@ -174,7 +175,7 @@ fn consistent_hash(c: &mut Criterion) {
                 ..Default::default()
             },
             RoutingKeyConfig::default(),
-            RouterClock::system(),
+            WallClock::system(),
         );
         register(&policy, workers);
         let candidates = fleet(&mut rng, workers);

@@ -20,10 +20,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{CONVERSATIONS, SYSTEM_BYTES, SYSTEM_PROMPTS, TAIL_BYTES, WORKERS, text};
+use switchyard_core::WallClock;
 use switchyard_core::WorkerId;
 use switchyard_router::{
     CacheAwareConfig, CacheAwarePolicy, Candidate, ConsistentHashConfig, Decision, DiscardAffinity,
-    RouteRequest, RouterClock, RoutingKeyConfig, RoutingPolicy,
+    RouteRequest, RoutingKeyConfig, RoutingPolicy,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -54,7 +55,7 @@ fn warmed_fixture() -> Arc<Fixture> {
         CacheAwareConfig::default(),
         &ConsistentHashConfig::default(),
         RoutingKeyConfig::default(),
-        RouterClock::system(),
+        WallClock::system(),
         Arc::new(DiscardAffinity),
     )
     .unwrap();

@@ -20,11 +20,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use switchyard_core::WallClock;
 use switchyard_core::{ManualClock, WorkerId};
 use switchyard_load::{Workload, WorkloadGenerator};
 use switchyard_router::{
-    AffinityEvent, AffinitySink, Candidate, PolicyContext, RouteRequest, RouterClock,
-    RoutingConfig, RoutingPolicy, build_policy,
+    AffinityEvent, AffinitySink, Candidate, PolicyContext, RouteRequest, RoutingConfig,
+    RoutingPolicy, build_policy,
 };
 use switchyard_sim::{ChatBlocks, KvReplay, simulated_answer};
 
@@ -115,7 +116,7 @@ struct Replica {
 fn replica(
     options: &Options,
     index: usize,
-    clock: &RouterClock,
+    clock: &WallClock,
     sink: Arc<Recorder>,
 ) -> Result<Replica, String> {
     let mut config: RoutingConfig = match &options.routing {
@@ -150,7 +151,7 @@ struct Worker {
 fn main() -> Result<(), String> {
     let options = options();
     let manual = Arc::new(ManualClock::new());
-    let clock = RouterClock::new(manual.clone(), Duration::from_secs(1_700_000_000));
+    let clock = WallClock::new(manual.clone(), Duration::from_secs(1_700_000_000));
     let recorder = Arc::new(Recorder::default());
     let mut replicas: Vec<Replica> = (0..options.replicas)
         .map(|r| replica(&options, r, &clock, recorder.clone()))

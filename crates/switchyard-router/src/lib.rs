@@ -23,7 +23,6 @@
 
 mod affinity;
 mod cache_aware;
-mod clock;
 mod config;
 mod consistent_hash;
 mod error;
@@ -40,7 +39,6 @@ mod routing_key;
 
 pub use affinity::{AffinityApplied, AffinityEvent, AffinityReason, AffinitySink, DiscardAffinity};
 pub use cache_aware::{CacheAwareConfig, CacheAwarePolicy, USER_TURN_MARKER};
-pub use clock::RouterClock;
 pub use config::{ConsistentHashConfig, RoutingConfig};
 pub use consistent_hash::ConsistentHashPolicy;
 pub use error::RouterError;
@@ -55,6 +53,7 @@ pub use round_robin::RoundRobinPolicy;
 pub use routing_key::{
     RoutingKey, RoutingKeyConfig, RoutingKeyInputs, RoutingKeySource, routing_key,
 };
+use switchyard_core::WallClock;
 
 use std::sync::Arc;
 
@@ -70,7 +69,7 @@ pub const POLICY_NAMES: &[&str] = &[
 /// What a policy needs from its surroundings besides its config.
 #[derive(Clone)]
 pub struct PolicyContext {
-    pub clock: RouterClock,
+    pub clock: WallClock,
     /// Receives cache_aware's affinity events.
     pub affinity_sink: Arc<dyn AffinitySink>,
 }
@@ -79,7 +78,7 @@ impl Default for PolicyContext {
     /// The system clock, and events discarded.
     fn default() -> Self {
         Self {
-            clock: RouterClock::system(),
+            clock: WallClock::system(),
             affinity_sink: Arc::new(DiscardAffinity),
         }
     }

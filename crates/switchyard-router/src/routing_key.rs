@@ -42,7 +42,7 @@ pub struct RoutingKeyConfig {
 impl Default for RoutingKeyConfig {
     fn default() -> Self {
         Self {
-            session_header: "x-session-id".into(),
+            session_header: switchyard_core::header_names::SESSION_ID.into(),
             order: RoutingKeySource::ALL.to_vec(),
             prompt_prefix_bytes: 256,
         }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use switchyard_core::header_names;
 
 use axum::Router;
 use axum::body::Body;
@@ -203,12 +204,12 @@ impl Connection {
             reset_requested.store(true, Ordering::Relaxed);
             return Err(ResetConnection);
         }
-        let request_id = request.headers().get("x-request-id").cloned();
+        let request_id = request.headers().get(header_names::REQUEST_ID).cloned();
         let Ok(mut response) = self.app.oneshot(request.map(Body::new)).await;
         let headers = response.headers_mut();
-        headers.insert("x-sim-worker", self.worker_header);
+        headers.insert(header_names::SIM_WORKER, self.worker_header);
         if let Some(request_id) = request_id {
-            headers.insert("x-request-id", request_id);
+            headers.insert(header_names::REQUEST_ID, request_id);
         }
         Ok(response)
     }

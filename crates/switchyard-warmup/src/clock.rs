@@ -1,7 +1,5 @@
-//! Wall-aligned time. Peak windows are daily UTC times and budget periods are UTC days, but
-//! tests must drive time by hand: see [`WallClock`] (shared with the router).
-
-pub use switchyard_core::WallClock;
+//! Wall-aligned time units. Peak windows are daily UTC times and budget periods are UTC days;
+//! the clock itself is `switchyard_core::WallClock`, which tests drive by hand.
 
 /// Milliseconds since the Unix epoch; the one time unit stored in this crate's state.
 pub type UnixMillis = u64;

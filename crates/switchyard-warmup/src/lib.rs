@@ -35,7 +35,7 @@ mod schedule;
 mod singleflight;
 
 pub use budget::{PlanInputs, PlanReport, TierDemand, plan, warmup_budget};
-pub use clock::{UnixMillis, WallClock};
+pub use clock::UnixMillis;
 pub use config::{
     BudgetConfig, ChainConfig, DegradationConfig, ModelProfile, PeakWindow, ResourceConfig,
     ResourceKind, ResponseCacheConfig, TargetConfig, Tier, WarmupConfig, WarmupRampConfig,

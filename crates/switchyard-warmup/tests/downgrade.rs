@@ -3,12 +3,14 @@
 //! friendly error at the end.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use switchyard_core::header_names;
+
 mod common;
 
 use common::*;
 use serde_json::json;
 use std::time::Duration;
-use switchyard_warmup::downgrade::{CACHE_AGE_HEADER, DEGRADED_HEADER, NOTICE_HEADER, Notice};
+use switchyard_warmup::downgrade::Notice;
 use switchyard_warmup::{
     CacheKey, CacheLookup, ChainConfig, DegradationConfig, DowngradeRequest, DowngradeStep,
     ModelProfile, ResponseCache, ResponseCacheConfig, degraded_headers, friendly_error,
@@ -78,10 +80,10 @@ fn an_unavailable_flagship_moves_down_with_normalisation_and_disclosure() {
         ]
     );
     let headers = degraded_headers(&step, &normalised.notices, None);
-    assert_eq!(headers[0], (DEGRADED_HEADER, "standard".to_string()));
+    assert_eq!(headers[0], (header_names::DEGRADED, "standard".to_string()));
     let notice = &headers
         .iter()
-        .find(|(name, _)| *name == NOTICE_HEADER)
+        .find(|(name, _)| *name == header_names::NOTICE)
         .unwrap()
         .1;
     assert!(notice.contains("history trimmed") && notice.is_ascii());
@@ -120,7 +122,7 @@ fn the_cache_fallback_serves_with_its_age_and_skips_time_sensitive_requests() {
     };
     assert_eq!(answer.model, "big");
     let headers = degraded_headers(&step, &[], Some(age));
-    assert!(headers.contains(&(CACHE_AGE_HEADER, "90".to_string())));
+    assert!(headers.contains(&(header_names::CACHE_AGE, "90".to_string())));
 
     assert_eq!(
         cache.lookup(&key, "Where is it?", Some("true")),

@@ -11,10 +11,10 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_core::Clock;
+use switchyard_core::{Clock, WallClock};
 use switchyard_warmup::{
-    PeakWindow, ResourceConfig, ResourceKind, Tier, WallClock, WarmupConfig, WarmupError,
-    WarmupExecutor, WarmupManager, WarmupOptions, WarmupOutcome, WarmupResource,
+    PeakWindow, ResourceConfig, ResourceKind, Tier, WarmupConfig, WarmupError, WarmupExecutor,
+    WarmupManager, WarmupOptions, WarmupOutcome, WarmupResource,
 };
 use tokio::time::Instant;
 

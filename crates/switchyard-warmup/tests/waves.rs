@@ -7,10 +7,10 @@ mod common;
 use common::*;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_core::{ManualClock, WorkerId};
+use switchyard_core::{ManualClock, WallClock, WorkerId};
 use switchyard_router::{
     Candidate, ConsistentHashConfig, ConsistentHashPolicy, HotspotConfig, RouteRequest,
-    RouterClock, RoutingKeyConfig, RoutingKeyInputs, RoutingPolicy, routing_key,
+    RoutingKeyConfig, RoutingKeyInputs, RoutingPolicy, routing_key,
 };
 use switchyard_warmup::{
     LazyWarm, RampMove, ResourceKind, Tier, WarmupError, WarmupExecutor, WarmupOutcome,
@@ -156,7 +156,7 @@ struct RoutedExecutor {
 
 impl RoutedExecutor {
     fn new(own_identity: bool) -> Self {
-        let clock = RouterClock::new(Arc::new(ManualClock::new()), Duration::from_secs(1));
+        let clock = WallClock::new(Arc::new(ManualClock::new()), Duration::from_secs(1));
         let policy = ConsistentHashPolicy::new(
             ConsistentHashConfig::default(),
             HotspotConfig::default(),

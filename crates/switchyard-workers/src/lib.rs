@@ -49,6 +49,3 @@ pub use registry::{
 };
 pub use spec::{SpecError, WorkerSpec};
 pub use status::{Routability, StatusCounters, WorkerState, WorkerStatus};
-
-/// Header carried by the prober's requests (`x-switchyard-purpose: probe`).
-pub const PURPOSE_HEADER: &str = worker::PURPOSE_HEADER;

@@ -9,8 +9,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
-
-const DEGRADED_HEADER: &str = "x-switchyard-degraded";
+use switchyard_core::header_names;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
@@ -109,7 +108,7 @@ impl HttpClient {
             let status = response.status().as_u16();
             let degraded = response
                 .headers()
-                .get(DEGRADED_HEADER)
+                .get(header_names::DEGRADED)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let body = response

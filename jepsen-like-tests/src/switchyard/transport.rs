@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use switchyard_core::header_names;
 use switchyard_core::{Purpose, QuotaScope};
 
 use super::http::{HttpClient, Reply};
@@ -116,9 +117,9 @@ impl SwitchyardTransport {
         let priority = priority.to_string();
         let headers = [
             ("authorization", auth.as_str()),
-            ("x-switchyard-purpose", purpose_header.as_str()),
-            ("x-switchyard-priority", priority.as_str()),
-            ("x-switchyard-retry-count", retry_count),
+            (header_names::PURPOSE, purpose_header.as_str()),
+            (header_names::PRIORITY, priority.as_str()),
+            (header_names::RETRY_COUNT, retry_count),
         ];
         let url = format!("{}/v1/chat/completions", endpoint.base_url());
         let reply = match self

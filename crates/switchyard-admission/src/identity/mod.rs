@@ -1,6 +1,7 @@
 //! Identity and tags at the first hop: API key → caller, then priority, purpose and retry
 //! count from headers. Tags are fixed here and travel with the request from then on.
 
+use switchyard_core::header_names;
 mod key_digest;
 mod labels;
 mod recent_ids;
@@ -21,12 +22,6 @@ pub use labels::CallerLabels;
 use recent_ids::RecentRequestIds;
 pub(crate) use reserved::RESERVED_CALLERS;
 pub use reserved::{ANONYMOUS, OTHER, UNKNOWN};
-
-pub const PRIORITY_HEADER: &str = "x-switchyard-priority";
-pub const PURPOSE_HEADER: &str = "x-switchyard-purpose";
-pub const RETRY_COUNT_HEADER: &str = "x-switchyard-retry-count";
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
-pub const API_KEY_HEADER: &str = "x-api-key";
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
@@ -133,17 +128,17 @@ impl Identity {
     /// retry accounting by claiming them; `warmup` needs the tenant's `allow_warmup`.
     pub fn resolve(&self, headers: &HeaderMap, now: Instant) -> Result<RequestTags, IdentityError> {
         let profile = self.profile(headers)?;
-        let priority = match header_text(headers, PRIORITY_HEADER)? {
+        let priority = match header_text(headers, header_names::PRIORITY)? {
             Some(text) => text
                 .parse::<Priority>()
-                .map_err(|e| bad(PRIORITY_HEADER, e.to_string()))?
+                .map_err(|e| bad(header_names::PRIORITY, e.to_string()))?
                 .clamp_to(profile.max_priority),
             None => profile.default_priority,
         };
-        let purpose = match header_text(headers, PURPOSE_HEADER)? {
+        let purpose = match header_text(headers, header_names::PURPOSE)? {
             Some(text) => text
                 .parse::<Purpose>()
-                .map_err(|e| bad(PURPOSE_HEADER, e.to_string()))?,
+                .map_err(|e| bad(header_names::PURPOSE, e.to_string()))?,
             None => Purpose::Business,
         };
         match purpose {
@@ -161,18 +156,19 @@ impl Identity {
                 )));
             }
         }
-        let mut client_retry = match header_text(headers, RETRY_COUNT_HEADER)? {
+        let mut client_retry = match header_text(headers, header_names::RETRY_COUNT)? {
             Some(text) => text.trim().parse::<u32>().map_err(|_| {
                 bad(
-                    RETRY_COUNT_HEADER,
+                    header_names::RETRY_COUNT,
                     format!("expected a count, got `{text}`"),
                 )
             })?,
             None => 0,
         };
-        if let (Some(recent), Some(id)) =
-            (&self.recent_ids, header_text(headers, REQUEST_ID_HEADER)?)
-        {
+        if let (Some(recent), Some(id)) = (
+            &self.recent_ids,
+            header_text(headers, header_names::REQUEST_ID)?,
+        ) {
             let earlier = recent.lock().observe(&profile.caller, id, now);
             client_retry = client_retry.max(earlier);
         }
@@ -190,7 +186,11 @@ impl Identity {
             return self.anonymous.as_ref().ok_or(IdentityError::Unauthorized);
         }
         let key = bearer_token(headers)
-            .or_else(|| headers.get(API_KEY_HEADER).and_then(|v| v.to_str().ok()))
+            .or_else(|| {
+                headers
+                    .get(header_names::API_KEY)
+                    .and_then(|v| v.to_str().ok())
+            })
             .map(str::trim)
             .filter(|key| !key.is_empty());
         let Some(key) = key else {

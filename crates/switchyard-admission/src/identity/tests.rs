@@ -1,5 +1,6 @@
 use super::*;
 use http::HeaderValue;
+use switchyard_core::header_names;
 
 fn tenants() -> AdmissionConfig {
     AdmissionConfig {
@@ -38,7 +39,7 @@ fn with_no_tenants_everyone_is_anonymous_at_p1() {
     let tags = identity.resolve(&HeaderMap::new(), Instant::now()).unwrap();
     assert_eq!(tags, RequestTags::anonymous());
     let asked_p0 = identity
-        .resolve(&headers(&[(PRIORITY_HEADER, "P0")]), Instant::now())
+        .resolve(&headers(&[(header_names::PRIORITY, "P0")]), Instant::now())
         .unwrap();
     assert_eq!(
         asked_p0.priority,
@@ -72,7 +73,7 @@ fn missing_or_unknown_keys_are_unauthorized_once_tenants_exist() {
     assert!(ok.core_caller);
     assert_eq!(ok.priority, Priority::P0, "default priority is the ceiling");
     let via_x_api_key = identity
-        .resolve(&headers(&[(API_KEY_HEADER, "key-free")]), now)
+        .resolve(&headers(&[(header_names::API_KEY, "key-free")]), now)
         .unwrap();
     assert_eq!(&*via_x_api_key.caller, "free");
 }
@@ -81,21 +82,30 @@ fn missing_or_unknown_keys_are_unauthorized_once_tenants_exist() {
 fn priority_is_clamped_to_the_callers_ceiling() {
     let identity = Identity::new(&tenants());
     let now = Instant::now();
-    let free_p0 = headers(&[(API_KEY_HEADER, "key-free"), (PRIORITY_HEADER, "P0")]);
+    let free_p0 = headers(&[
+        (header_names::API_KEY, "key-free"),
+        (header_names::PRIORITY, "P0"),
+    ]);
     assert_eq!(
         identity.resolve(&free_p0, now).unwrap().priority,
         Priority::P1
     );
-    let free_p2 = headers(&[(API_KEY_HEADER, "key-free"), (PRIORITY_HEADER, "p2")]);
+    let free_p2 = headers(&[
+        (header_names::API_KEY, "key-free"),
+        (header_names::PRIORITY, "p2"),
+    ]);
     assert_eq!(
         identity.resolve(&free_p2, now).unwrap().priority,
         Priority::P2
     );
-    let garbage = headers(&[(API_KEY_HEADER, "key-free"), (PRIORITY_HEADER, "urgent")]);
+    let garbage = headers(&[
+        (header_names::API_KEY, "key-free"),
+        (header_names::PRIORITY, "urgent"),
+    ]);
     assert!(matches!(
         identity.resolve(&garbage, now),
         Err(IdentityError::BadHeader {
-            header: PRIORITY_HEADER,
+            header: header_names::PRIORITY,
             ..
         })
     ));
@@ -105,28 +115,40 @@ fn priority_is_clamped_to_the_callers_ceiling() {
 fn warmup_needs_permission_and_gateway_purposes_are_forbidden() {
     let identity = Identity::new(&tenants());
     let now = Instant::now();
-    let allowed = headers(&[(API_KEY_HEADER, "key-pay"), (PURPOSE_HEADER, "warmup")]);
+    let allowed = headers(&[
+        (header_names::API_KEY, "key-pay"),
+        (header_names::PURPOSE, "warmup"),
+    ]);
     assert_eq!(
         identity.resolve(&allowed, now).unwrap().purpose,
         Purpose::Warmup
     );
-    let denied = headers(&[(API_KEY_HEADER, "key-free"), (PURPOSE_HEADER, "warmup")]);
+    let denied = headers(&[
+        (header_names::API_KEY, "key-free"),
+        (header_names::PURPOSE, "warmup"),
+    ]);
     assert!(matches!(
         identity.resolve(&denied, now),
         Err(IdentityError::Forbidden(_))
     ));
     for purpose in ["retry", "probe"] {
-        let spoofed = headers(&[(API_KEY_HEADER, "key-pay"), (PURPOSE_HEADER, purpose)]);
+        let spoofed = headers(&[
+            (header_names::API_KEY, "key-pay"),
+            (header_names::PURPOSE, purpose),
+        ]);
         assert!(matches!(
             identity.resolve(&spoofed, now),
             Err(IdentityError::Forbidden(_))
         ));
     }
-    let unknown = headers(&[(API_KEY_HEADER, "key-pay"), (PURPOSE_HEADER, "fun")]);
+    let unknown = headers(&[
+        (header_names::API_KEY, "key-pay"),
+        (header_names::PURPOSE, "fun"),
+    ]);
     assert!(matches!(
         identity.resolve(&unknown, now),
         Err(IdentityError::BadHeader {
-            header: PURPOSE_HEADER,
+            header: header_names::PURPOSE,
             ..
         })
     ));
@@ -136,12 +158,21 @@ fn warmup_needs_permission_and_gateway_purposes_are_forbidden() {
 fn retries_come_from_the_header_or_a_repeated_request_id() {
     let identity = Identity::new(&tenants());
     let now = Instant::now();
-    let counted = headers(&[(API_KEY_HEADER, "key-free"), (RETRY_COUNT_HEADER, "3")]);
+    let counted = headers(&[
+        (header_names::API_KEY, "key-free"),
+        (header_names::RETRY_COUNT, "3"),
+    ]);
     assert_eq!(identity.resolve(&counted, now).unwrap().client_retry, 3);
-    let bad_count = headers(&[(API_KEY_HEADER, "key-free"), (RETRY_COUNT_HEADER, "-1")]);
+    let bad_count = headers(&[
+        (header_names::API_KEY, "key-free"),
+        (header_names::RETRY_COUNT, "-1"),
+    ]);
     assert!(identity.resolve(&bad_count, now).is_err());
 
-    let with_id = headers(&[(API_KEY_HEADER, "key-free"), (REQUEST_ID_HEADER, "req-1")]);
+    let with_id = headers(&[
+        (header_names::API_KEY, "key-free"),
+        (header_names::REQUEST_ID, "req-1"),
+    ]);
     assert_eq!(identity.resolve(&with_id, now).unwrap().client_retry, 0);
     let again = now + Duration::from_secs(10);
     assert_eq!(identity.resolve(&with_id, again).unwrap().client_retry, 1);
@@ -151,7 +182,10 @@ fn retries_come_from_the_header_or_a_repeated_request_id() {
         0,
         "window passed"
     );
-    let other_caller = headers(&[(API_KEY_HEADER, "key-pay"), (REQUEST_ID_HEADER, "req-1")]);
+    let other_caller = headers(&[
+        (header_names::API_KEY, "key-pay"),
+        (header_names::REQUEST_ID, "req-1"),
+    ]);
     assert_eq!(
         identity.resolve(&other_caller, later).unwrap().client_retry,
         0

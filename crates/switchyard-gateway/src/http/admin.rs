@@ -87,7 +87,11 @@ pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Prin
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
+        .or_else(|| {
+            headers
+                .get(crate::headers::API_KEY)
+                .and_then(|v| v.to_str().ok())
+        });
     let Some(key) = presented else {
         return Err(ApiError::unauthorized(
             "the admin API needs `Authorization: Bearer <admin key>`",

@@ -16,7 +16,8 @@ use tokio::sync::watch;
 use super::context::RequestContext;
 use crate::error::ApiError;
 use crate::headers;
-use crate::trace_context::{TRACEPARENT, TraceContext};
+use crate::headers::TRACEPARENT;
+use crate::trace_context::TraceContext;
 
 /// A worker's answer whose headers have arrived and whose status is not a 5xx; for a
 /// stream, its first chunk too (read before anything is sent to the client).

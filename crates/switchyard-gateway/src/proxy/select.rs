@@ -294,10 +294,11 @@ fn fallback(
 mod tests {
     use crate::openai::{Route, parse};
     use std::sync::Arc;
+    use switchyard_core::WallClock;
     use switchyard_core::WorkerId;
     use switchyard_router::{
-        CacheAwarePolicy, Candidate, DiscardAffinity, RouteRequest, RouterClock, RoutingConfig,
-        RoutingPolicy, USER_TURN_MARKER,
+        CacheAwarePolicy, Candidate, DiscardAffinity, RouteRequest, RoutingConfig, RoutingPolicy,
+        USER_TURN_MARKER,
     };
 
     fn replica() -> CacheAwarePolicy {
@@ -306,7 +307,7 @@ mod tests {
             config.cache_aware.clone(),
             &config.consistent_hash,
             config.routing_key.clone(),
-            RouterClock::system(),
+            WallClock::system(),
             Arc::new(DiscardAffinity),
         )
         .unwrap();

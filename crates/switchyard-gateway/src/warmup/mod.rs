@@ -20,9 +20,10 @@ mod executor;
 pub(crate) mod landings;
 
 use std::sync::Arc;
+use switchyard_core::WallClock;
 use switchyard_router::RoutingKeyConfig;
 use switchyard_warmup::{
-    DegradationController, DegradationError, ManagerError, ResponseCache, ViewReader, WallClock,
+    DegradationController, DegradationError, ManagerError, ResponseCache, ViewReader,
     WarmupManager, WarmupOptions,
 };
 use tokio::task::JoinHandle;

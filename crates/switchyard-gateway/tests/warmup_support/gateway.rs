@@ -6,9 +6,10 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::ManualClock;
+use switchyard_core::WallClock;
 use switchyard_gateway::config::AdmissionConfig;
 use switchyard_gateway::{Config, GatewayHandle, StartOptions};
-use switchyard_warmup::{ChainConfig, ResourceConfig, ResourceKind, Tier, WallClock};
+use switchyard_warmup::{ChainConfig, ResourceConfig, ResourceKind, Tier};
 
 use super::FakeWorker;
 use crate::common::ADMIN_KEY;

@@ -15,4 +15,4 @@ pub use fault::FaultSwitch;
 pub use peer_tls::PeerTls;
 pub use raft_client::NetworkFactory;
 pub use transport::{HttpTransport, TransportError};
-pub use wire::{FROM_HEADER, MAX_RPC_BODY_BYTES, SECRET_HEADER, SNAPSHOT_CHUNK_BYTES};
+pub use wire::{MAX_RPC_BODY_BYTES, SNAPSHOT_CHUNK_BYTES};

@@ -12,8 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Serialize;
 use std::sync::Arc;
+use switchyard_core::header_names;
 
-use super::wire::{FROM_HEADER, MAX_RPC_BODY_BYTES, SECRET_HEADER};
+use super::wire::MAX_RPC_BODY_BYTES;
 use crate::codec::{decode, encode};
 use crate::command::WriteRequest;
 use crate::error::WireError;
@@ -52,14 +53,14 @@ async fn guard(
     next: Next,
 ) -> Response {
     let secret = headers
-        .get(SECRET_HEADER)
+        .get(header_names::CLUSTER_SECRET)
         .map(|v| v.as_bytes())
         .unwrap_or_default();
     if !same_secret(secret, core.config.cluster_secret.expose().as_bytes()) {
         return (StatusCode::UNAUTHORIZED, "bad cluster secret").into_response();
     }
     let from = headers
-        .get(FROM_HEADER)
+        .get(header_names::CLUSTER_NODE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
     if !core.faults.allows(from) {

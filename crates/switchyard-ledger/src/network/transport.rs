@@ -11,10 +11,10 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_core::header_names;
 
 use super::fault::FaultSwitch;
 use super::peer_tls::PeerTls;
-use super::wire::{FROM_HEADER, SECRET_HEADER};
 use crate::command::NodeId;
 
 /// Largest answer read from a peer (snapshots travel in chunks well below it).
@@ -93,8 +93,8 @@ impl HttpTransport {
             .method(Method::POST)
             .uri(format!("{}://{addr}{path}", self.client.scheme()))
             .header(http::header::CONTENT_TYPE, "application/octet-stream")
-            .header(SECRET_HEADER, &*self.secret)
-            .header(FROM_HEADER, self.node_id.to_string())
+            .header(header_names::CLUSTER_SECRET, &*self.secret)
+            .header(header_names::CLUSTER_NODE, self.node_id.to_string())
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| TransportError::Request(e.to_string()))?;
         let delay = self.faults.one_way_delay();

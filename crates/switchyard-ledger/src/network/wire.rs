@@ -1,10 +1,5 @@
 //! What every ledger RPC carries and how large it may be.
 
-/// Header carrying the shared cluster secret on every ledger RPC.
-pub const SECRET_HEADER: &str = "x-switchyard-cluster-secret";
-/// Header naming the sending node, so the fault switch can drop traffic from it.
-pub const FROM_HEADER: &str = "x-switchyard-node";
-
 /// Largest snapshot chunk openraft sends in one `/raft/snapshot` call. Smaller than
 /// [`MAX_RPC_BODY_BYTES`] with room for the request's framing, so a state of any size reaches
 /// a lagging follower or a new learner chunk by chunk.

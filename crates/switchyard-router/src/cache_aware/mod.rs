@@ -35,7 +35,6 @@ pub use config::CacheAwareConfig;
 pub use conversation::USER_TURN_MARKER;
 
 use crate::affinity::{AffinityApplied, AffinityEvent, AffinitySink};
-use crate::clock::RouterClock;
 use crate::config::ConsistentHashConfig;
 use crate::error::RouterError;
 use crate::hash::stable_hash;
@@ -53,6 +52,7 @@ use recent::{RecentLoad, ShareBound};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_core::WallClock;
 use switchyard_core::WorkerId;
 use tree::PrefixTree;
 
@@ -104,7 +104,7 @@ pub struct CacheAwarePolicy {
     membership: Membership,
     state: Mutex<AffinityState>,
     least_loaded: LeastLoaded,
-    clock: RouterClock,
+    clock: WallClock,
     sink: Arc<dyn AffinitySink>,
     counters: AffinityCounters,
 }
@@ -143,7 +143,7 @@ impl CacheAwarePolicy {
         config: CacheAwareConfig,
         ring: &ConsistentHashConfig,
         keys: RoutingKeyConfig,
-        clock: RouterClock,
+        clock: WallClock,
         sink: Arc<dyn AffinitySink>,
     ) -> Result<Self, RouterError> {
         config.validate()?;

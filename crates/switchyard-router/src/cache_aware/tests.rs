@@ -37,7 +37,7 @@ fn policy_with(config: CacheAwareConfig) -> CacheAwarePolicy {
         config,
         &crate::ConsistentHashConfig::default(),
         crate::RoutingKeyConfig::default(),
-        crate::RouterClock::system(),
+        switchyard_core::WallClock::system(),
         std::sync::Arc::new(crate::DiscardAffinity),
     )
     .unwrap()

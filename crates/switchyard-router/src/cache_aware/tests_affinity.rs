@@ -1,9 +1,10 @@
 //! Cache-aware routing with a ring: hash placement across replicas, migration, events.
 
 use super::*;
-use crate::{AffinityReason, ConsistentHashConfig, DiscardAffinity, RouterClock, RoutingKeyConfig};
+use crate::{AffinityReason, ConsistentHashConfig, DiscardAffinity, RoutingKeyConfig};
 use parking_lot::Mutex as PlMutex;
 use std::sync::{OnceLock, Weak};
+use switchyard_core::WallClock;
 
 pub(super) const NAMES: [&str; 4] = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"];
 
@@ -36,9 +37,9 @@ pub(super) fn without_share_bound() -> CacheAwareConfig {
 }
 
 /// A clock that never moves, so recent-share counts do not depend on how fast tests run.
-pub(super) fn frozen_clock() -> RouterClock {
+pub(super) fn frozen_clock() -> WallClock {
     let manual = switchyard_core::ManualClock::new();
-    RouterClock::new(
+    WallClock::new(
         Arc::new(manual),
         std::time::Duration::from_secs(1_700_000_000),
     )

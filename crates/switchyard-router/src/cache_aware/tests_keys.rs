@@ -275,7 +275,7 @@ fn the_share_bound_moves_new_sessions_off_a_worker_busy_with_a_heavy_one_until_i
         CacheAwareConfig::default(),
         &crate::ConsistentHashConfig::default(),
         crate::RoutingKeyConfig::default(),
-        RouterClock::new(Arc::new(clock.clone()), Duration::from_secs(1_700_000_000)),
+        WallClock::new(Arc::new(clock.clone()), Duration::from_secs(1_700_000_000)),
         Arc::new(DiscardAffinity),
     )
     .unwrap();

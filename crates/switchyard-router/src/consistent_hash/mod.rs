@@ -3,7 +3,6 @@
 #[cfg(test)]
 mod tests;
 
-use crate::clock::RouterClock;
 use crate::config::ConsistentHashConfig;
 use crate::hash::stable_hash;
 use crate::hotspot::{HotKeys, HotspotConfig};
@@ -13,6 +12,7 @@ use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingSta
 use crate::routing_key::{RoutingKeyConfig, routing_key};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use switchyard_core::WallClock;
 use switchyard_core::WorkerId;
 
 /// The key's ring owner took it.
@@ -43,7 +43,7 @@ pub struct ConsistentHashPolicy {
     membership: Membership,
     hot: HotKeys,
     spread_width: usize,
-    clock: RouterClock,
+    clock: WallClock,
     least_loaded: LeastLoaded,
     hot_spread_decisions: AtomicU64,
 }
@@ -56,7 +56,7 @@ impl ConsistentHashPolicy {
         config: ConsistentHashConfig,
         hotspot: HotspotConfig,
         keys: RoutingKeyConfig,
-        clock: RouterClock,
+        clock: WallClock,
     ) -> Self {
         Self {
             membership: Membership::new(config.vnodes_per_worker),

@@ -23,7 +23,7 @@ fn policy_with(
         ConsistentHashConfig::default(),
         hotspot,
         RoutingKeyConfig::default(),
-        RouterClock::new(Arc::new(clock.clone()), T0),
+        WallClock::new(Arc::new(clock.clone()), T0),
     );
     for (offset, name) in (0u32..).zip(workers) {
         policy.worker_added(WorkerId(id_base + offset), name);

@@ -18,9 +18,10 @@ use super::metrics::DegradationMetrics;
 use super::signals::{LevelCause, Signals, level_cause, target_level};
 use super::step::StepReport;
 use super::view::{DegradationView, Forced, LevelFailure, ViewReader};
-use crate::clock::{UnixMillis, WallClock, secs_to_ms};
+use crate::clock::{UnixMillis, secs_to_ms};
 use crate::config::DegradationConfig;
 use crate::error::DegradationError;
+use switchyard_core::WallClock;
 
 pub(crate) struct ControllerState {
     pub(crate) level: Level,

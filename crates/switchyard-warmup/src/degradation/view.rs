@@ -8,8 +8,9 @@ use switchyard_core::{Priority, Purpose, RequestTags};
 
 use super::level::{CallerPolicy, Effects, Level, ServeMode};
 use super::signals::{LevelCause, caller_level};
-use crate::clock::{UnixMillis, WallClock};
+use crate::clock::UnixMillis;
 use crate::config::DegradationConfig;
+use switchyard_core::WallClock;
 
 /// A level whose actions did not all succeed. The level is not in force (or, when it is the
 /// level in force, its re-application for a changed cause did not fully take); `effects` in

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_router::stable_hash;
 
-use crate::clock::{UnixMillis, WallClock, secs_to_ms};
+use crate::clock::{UnixMillis, secs_to_ms};
 use crate::config::ResponseCacheConfig;
+use switchyard_core::WallClock;
 
 const SHARDS: usize = 16;
 

@@ -3,6 +3,7 @@
 //! calls on the request path: [`plan_downgrade`] picks the link, [`normalise_chat`] rewrites
 //! the body for it, [`degraded_headers`] says what happened.
 
+use switchyard_core::header_names;
 mod cache;
 mod normalise;
 mod stream;
@@ -17,15 +18,6 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 use crate::config::DegradationConfig;
-
-/// Model the response was degraded to (`cache` for the cache fallback).
-pub const DEGRADED_HEADER: &str = "x-switchyard-degraded";
-/// Features trimmed on the way down, `; `-separated.
-pub const NOTICE_HEADER: &str = "x-switchyard-notice";
-/// Whole seconds since a cached answer was generated.
-pub const CACHE_AGE_HEADER: &str = "x-switchyard-cache-age";
-/// `true` marks a request as time-sensitive: it never gets a cached answer.
-pub const FRESH_HEADER: &str = "x-switchyard-fresh";
 
 /// Where a request goes on its alias's chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -118,16 +110,16 @@ pub fn degraded_headers(
             model,
             degraded: true,
             ..
-        } => headers.push((DEGRADED_HEADER, model.clone())),
-        DowngradeStep::CacheFallback => headers.push((DEGRADED_HEADER, "cache".to_string())),
+        } => headers.push((header_names::DEGRADED, model.clone())),
+        DowngradeStep::CacheFallback => headers.push((header_names::DEGRADED, "cache".to_string())),
         _ => {}
     }
     if let Some(age) = cache_age {
-        headers.push((CACHE_AGE_HEADER, age.as_secs().to_string()));
+        headers.push((header_names::CACHE_AGE, age.as_secs().to_string()));
     }
     if !notices.is_empty() {
         let text: Vec<String> = notices.iter().map(Notice::text).collect();
-        headers.push((NOTICE_HEADER, text.join("; ")));
+        headers.push((header_names::NOTICE, text.join("; ")));
     }
     headers
 }
@@ -256,8 +248,8 @@ mod tests {
             degraded: true,
         };
         let headers = degraded_headers(&step, &[Notice::SystemPromptFolded], None);
-        assert_eq!(headers[0], (DEGRADED_HEADER, "mid".to_string()));
-        assert_eq!(headers[1].0, NOTICE_HEADER);
+        assert_eq!(headers[0], (header_names::DEGRADED, "mid".to_string()));
+        assert_eq!(headers[1].0, header_names::NOTICE);
         let cached = degraded_headers(
             &DowngradeStep::CacheFallback,
             &[],
@@ -266,8 +258,8 @@ mod tests {
         assert_eq!(
             cached,
             vec![
-                (DEGRADED_HEADER, "cache".to_string()),
-                (CACHE_AGE_HEADER, "90".to_string())
+                (header_names::DEGRADED, "cache".to_string()),
+                (header_names::CACHE_AGE, "90".to_string())
             ]
         );
         let primary = DowngradeStep::Model {

@@ -23,7 +23,7 @@ pub use steady::{LatencyHistogram, SteadyP95, SteadySource};
 
 use crate::accounting::{self, Books};
 use crate::budget::{PlanInputs, PlanReport, plan, warmup_budget};
-use crate::clock::{WallClock, secs_to_ms};
+use crate::clock::secs_to_ms;
 use crate::config::{Tier, WarmupConfig};
 use crate::error::ManagerError;
 use crate::executor::WarmupExecutor;
@@ -32,6 +32,7 @@ use crate::schedule::WarmupLimits;
 use crate::singleflight::Flight;
 use actor::{ManagerActor, ManagerMsg};
 use shared::{Core, ResourceTable, demotion_target};
+use switchyard_core::WallClock;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 

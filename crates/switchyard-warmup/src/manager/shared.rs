@@ -12,13 +12,14 @@ use tracing::{error, warn};
 use super::WaveStatus;
 use crate::accounting::{self, Books};
 use crate::budget::warmup_budget;
-use crate::clock::{WallClock, secs_to_ms};
+use crate::clock::secs_to_ms;
 use crate::config::{ResourceConfig, Tier, WarmupConfig};
 use crate::executor::{DynExecutor, SkipReason, WarmupResult};
 use crate::metrics::WarmupMetrics;
 use crate::resource::{ResourceCell, WarmupResource};
 use crate::schedule::WarmupLimits;
 use crate::singleflight::Singleflight;
+use switchyard_core::WallClock;
 
 /// The configured resources and their cells, swapped whole on reload.
 pub(crate) struct ResourceTable {

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use switchyard_core::ManualClock;
+use switchyard_core::{ManualClock, WallClock};
 use switchyard_warmup::{
-    ResourceConfig, ResourceKind, Tier, WallClock, WarmupConfig, WarmupError, WarmupExecutor,
-    WarmupManager, WarmupOptions, WarmupOutcome, WarmupResource,
+    ResourceConfig, ResourceKind, Tier, WarmupConfig, WarmupError, WarmupExecutor, WarmupManager,
+    WarmupOptions, WarmupOutcome, WarmupResource,
 };
 use tokio::sync::{Semaphore, watch};
 

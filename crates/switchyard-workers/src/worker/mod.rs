@@ -35,7 +35,6 @@ use health_checker::HealthChecker;
 use prober::{Prober, ProberArgs};
 
 pub(crate) use hung::HUNG_CHECKS;
-pub(crate) use prober::PURPOSE_HEADER;
 
 /// "Do your periodic work now"; every child's only message.
 pub(crate) struct Tick;

@@ -9,6 +9,7 @@ use http_body_util::Full;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::time::Instant;
 use switchyard_core::Purpose;
+use switchyard_core::header_names;
 use tracing::debug;
 
 use super::decisions::ProbeResult;
@@ -16,8 +17,6 @@ use super::probe_timing::{judge, timed_probe};
 use super::{ChildArgs, Tick, WorkerMsg};
 use crate::config::{HealthConfig, ms};
 use crate::http_client::FetchError;
-
-pub(crate) const PURPOSE_HEADER: &str = "x-switchyard-purpose";
 
 pub(crate) struct Prober;
 
@@ -83,7 +82,7 @@ async fn probe(args: &ChildArgs, config: &HealthConfig) -> ProbeResult {
                 .method(Method::POST)
                 .uri(uri)
                 .header(header::CONTENT_TYPE, "application/json")
-                .header(PURPOSE_HEADER, Purpose::Probe.as_str())
+                .header(header_names::PURPOSE, Purpose::Probe.as_str())
                 .body(Full::new(Bytes::from(body.to_string())))
                 .map_err(|e| e.to_string())
         });

@@ -4,7 +4,8 @@
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use switchyard_core::RequestTags;
-use switchyard_warmup::downgrade::{CachedAnswer, FRESH_HEADER, sse_from_completion};
+use switchyard_core::header_names;
+use switchyard_warmup::downgrade::{CachedAnswer, sse_from_completion};
 use switchyard_warmup::{CacheLookup, DegradationConfig, DowngradeStep, degraded_headers};
 
 use super::answer::{count, friendly, record};
@@ -48,7 +49,7 @@ pub(super) fn cached_answer(
 ) -> Option<Response> {
     let fresh = ctx
         .client_headers
-        .get(FRESH_HEADER)
+        .get(header_names::FRESH)
         .and_then(|v| v.to_str().ok());
     let lookup = request
         .cache_key(parsed.model.as_str())
