@@ -79,6 +79,9 @@ def main(trace_path, out_path, max_running=8):
             "mean_in_flight_at_send": sum(r["in_flight"] for r in slow) / max(1, len(slow)),
             "at_or_above_max_running": sum(r["in_flight"] >= max_running for r in slow),
             "mean_uncached_tokens": sum(r["uncached"] for r in slow) / max(1, len(slow)),
+            # Seconds into the run at which they were sent: a burst in one or two seconds
+            # on every worker is the machine stalling, not placement.
+            "sent_s": sorted(round((r["sent"] - min(d["sent"] for d in done)) / 1000.0, 1) for r in slow),
             "by_worker": dict(sorted(
                 ((w, sum(r["worker"] == w for r in slow)) for w in by_worker), key=lambda x: x[0])),
         },

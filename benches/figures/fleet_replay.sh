@@ -19,6 +19,8 @@ LEGACY='{"cache_aware":{"anonymous_conversations":false}}'
 # ROUTING: a `[routing]` section as JSON for the current-behaviour cases (e.g.
 # '{"cache_aware":{"later_turn_escape_in_flight":8}}'); empty = the defaults.
 ROUTING="${ROUTING:-}"
+# ONLY=events: just the moved shares (worker leave / join, replica restart).
+ONLY="${ONLY:-}"
 CURRENT=()
 [[ -n "$ROUTING" ]] && CURRENT=(--routing "$ROUTING")
 
@@ -28,7 +30,7 @@ import json, sys
 d = json.loads(sys.stdin.read())
 oracle = float(sys.argv[1])
 moved, checked, forced = d["moved_share"], d["moved_checked"], d.get("moved_forced", 0)
-unforced = "-" if moved is None else f"{(moved * checked - forced) / checked:.3f}"
+unforced = "-" if moved is None else f"{(round(moved * checked) - forced) / checked:.3f}"
 print("| {seed} | {label} | {hit:.3f} | {share:.3f} | {cv:.3f} | {p99:.0f} | {split:.3f} | {off:.3f} | {evicted:.3f} | {moved} | {forced} | {unforced} |".format(
     seed=d["seed"], label=sys.argv[2], hit=d["hit_rate"], share=d["hit_rate"] / oracle,
     cv=d["load_cv"], p99=d["ttft_p99_ms"], split=d["split_conversations"],
@@ -45,6 +47,7 @@ for seed in $SEEDS; do
     oracle="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["sticky_hit_rate"])' "$sizing")"
     echo "| $seed | sticky-session oracle (kv $kv blocks/worker) | $(printf '%.3f' "$oracle") | 1.000 | - | - | 0 | 0 | - | - | - | - |"
     common=(--seed "$seed" --requests "$REQUESTS" --kv-blocks "$kv")
+    if [[ "$ONLY" != events ]]; then
     "$REPLAY" "${common[@]}" --policy round_robin | row "$oracle" "round_robin, 1"
     "$REPLAY" "${common[@]}" --routing "$LEGACY" | row "$oracle" "cache_aware before (prompt-prefix key), 1"
     "$REPLAY" "${common[@]}" --routing "$LEGACY" --replicas 3 | row "$oracle" "cache_aware before, 3 independent"
@@ -58,6 +61,7 @@ for seed in $SEEDS; do
             done
         done
     done
+    fi
     for event in leave join restart; do
         for replicas in 3 5; do
             for mode in independent shared; do
