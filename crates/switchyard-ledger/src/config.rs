@@ -80,6 +80,14 @@ pub struct RaftTimings {
     pub logs_kept_after_snapshot: u64,
 }
 
+/// openraft 0.9 waits for each log append's fsync inside its core task, which also sends the
+/// heartbeats, and a follower stands after hearing nothing for its leader lease
+/// (`election_timeout_max_ms`) plus a drawn election timeout: 1.2-1.6 s with these defaults.
+/// A disk that stalls an fsync longer than that (1.2-2.5 s were common on a disk shared with
+/// builds) deposes a healthy leader. Raising them outlasts more stalls but lengthens every
+/// failover and leadership handover past the 3 s write timeout (a handover under writes then
+/// loses writes), so the defaults stay; slow disks want `[cluster.raft]` raised with
+/// `write_timeout` and `renewal_wait`.
 impl Default for RaftTimings {
     fn default() -> Self {
         Self {
@@ -90,6 +98,18 @@ impl Default for RaftTimings {
             snapshot_after_logs: 5_000,
             logs_kept_after_snapshot: 1_000,
         }
+    }
+}
+
+impl RaftTimings {
+    /// The longest a follower waits without hearing a leader before it stands: its leader
+    /// lease (`election_timeout_max_ms` in openraft 0.9) plus an election timeout of at most
+    /// the maximum. Requests wait at least this long for a renewal
+    /// (`LeaseConfig::renewal_wait`), so the renewal after a failover still covers a request
+    /// whose lease ran dry when its leader died (1.6 s with the default timings, below the
+    /// default wait; it raises the wait with timings raised for distant replicas or slow disks).
+    pub fn failover_bound(&self) -> Duration {
+        Duration::from_millis(self.election_timeout_max_ms.saturating_mul(2))
     }
 }
 
@@ -115,7 +135,9 @@ pub struct LeaseConfig {
     /// and bound what a crashed replica strands; the TTL only bounds how long a grant is valid.
     pub spend_window: Duration,
     /// Longest a request waits for a renewal its lease needs before it is refused (default
-    /// 2 s). A reachable ledger answers in milliseconds; the bound covers a slow one.
+    /// 2 s). A reachable ledger answers in milliseconds; the bound covers a slow one. The node
+    /// waits at least `RaftTimings::failover_bound`, so the renewal that follows an election
+    /// still covers the requests waiting for it when the Raft timings are raised.
     pub renewal_wait: Duration,
 }
 
@@ -173,6 +195,31 @@ impl LedgerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_wait_out_a_failover_with_raised_timings() {
+        let defaults = RaftTimings::default();
+        let lease = LeaseConfig::default();
+        // A follower stands after at most its leader lease plus the longest timeout.
+        assert_eq!(
+            defaults.failover_bound(),
+            Duration::from_millis(2 * defaults.election_timeout_max_ms)
+        );
+        assert_eq!(
+            lease.renewal_wait.max(defaults.failover_bound()),
+            lease.renewal_wait
+        );
+        let raised = RaftTimings {
+            heartbeat_interval_ms: 300,
+            election_timeout_min_ms: 1_200,
+            election_timeout_max_ms: 2_400,
+            ..RaftTimings::default()
+        };
+        assert_eq!(
+            lease.renewal_wait.max(raised.failover_bound()),
+            Duration::from_millis(4_800)
+        );
+    }
 
     #[test]
     fn the_wall_clock_moves_by_its_offset_and_clones_share_it() {

@@ -2,7 +2,8 @@
 //! (heartbeats included) by the heartbeat interval and every vote request by the smallest
 //! election timeout, so both must exceed the round trip between replicas: with replicas in
 //! different regions the defaults (tuned for one data centre) make every heartbeat time out
-//! and leadership churn.
+//! and leadership churn. The election timeouts must also outlast the longest fsync of the
+//! replicas' disks: openraft 0.9 sends no heartbeat while its leader waits for one.
 
 use serde::{Deserialize, Serialize};
 use switchyard_ledger::config::RaftTimings;
@@ -11,11 +12,14 @@ use switchyard_ledger::config::RaftTimings;
 #[serde(deny_unknown_fields, default)]
 pub struct RaftTimingConfig {
     /// How often the leader sends heartbeats; also the timeout of each AppendEntries call,
-    /// so it must exceed the round trip to the farthest replica (default 100 ms).
+    /// so it must exceed the round trip to the farthest replica plus a follower's fsync
+    /// (default 100 ms).
     pub heartbeat_interval_ms: u64,
-    /// A follower that hears no leader for a random time between these two starts an
-    /// election (defaults 400 and 800 ms). The minimum is also the timeout of a vote
-    /// request. A leader is replaced about this long after it dies.
+    /// A follower that hears no leader for the maximum (openraft's leader lease) plus a
+    /// random time between these two starts an election (defaults 400 and 800 ms: 1.2-1.6 s
+    /// of silence, which an fsync stall on a busy disk can exceed). The minimum is also the
+    /// timeout of a vote request. A dead leader is replaced that long after it dies;
+    /// requests whose lease runs dry meanwhile wait (at least 2 x the maximum).
     pub election_timeout_min_ms: u64,
     pub election_timeout_max_ms: u64,
     /// Timeout of sending one snapshot chunk (1 MiB) to a lagging follower or new learner

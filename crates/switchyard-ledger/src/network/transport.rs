@@ -77,6 +77,11 @@ impl HttpTransport {
         }
     }
 
+    /// The id this node sends its calls as.
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
     /// POSTs `body` to `http(s)://{addr}{path}` and returns the answer's bytes.
     pub async fn post(
         &self,

@@ -235,7 +235,7 @@ impl LedgerNode {
             table,
             spend,
             metrics,
-            config.lease.renewal_wait,
+            config.lease.renewal_wait.max(config.raft.failover_bound()),
         ));
         Ok(Self {
             core,
