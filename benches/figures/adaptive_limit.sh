@@ -5,7 +5,10 @@
 # client retries; goodput = completions counted by the sims between WARM s and DURATION - 3 s.
 # Hand-tuned: max_concurrent in LIMITS; adaptive: [admission.adaptive] enabled = true with
 # max_concurrent = 64 as its ceiling. The adaptive limit is polled from GET /admin/admission.
-# MAX_RUNNING sets each sim's batch cap (knee 2 x MAX_RUNNING). Writes adaptive_limit.md, or
+# MAX_RUNNING sets each sim's batch cap (knee 2 x MAX_RUNNING). BEFORE_BIN_DIR=dir adds, per
+# seed, the adaptive case run with that directory's gateway (an older build), side by side.
+# SPIKES=1 makes the workers' latency noisy the same way in every case of a seed: every 2-6 s
+# one sim (or both) runs 2-3x slower for 0.5-1.5 s (the sim's slow fault). Writes adaptive_limit.md, or
 # adaptive_limit_$FIG_VARIANT.md. Bounded: per seed (|LIMITS| + 1) x (DURATION + ~5) s.
 source "$(dirname "$0")/lib.sh"
 fig_init "adaptive_limit${FIG_VARIANT:+_$FIG_VARIANT}"
@@ -23,6 +26,8 @@ SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
 require_ports "$GW_PORT" "${SIM_PORTS[@]}"
 HELPER="python3 $FIG_DIR/overload_goodput.py"
 
+meta knee "$((2 * MAX_RUNNING))"
+[[ "${SPIKES:-0}" == 1 ]] && meta spikes "every 2-6 s one or both sims 2-3x slower for 0.5-1.5 s (slow fault), schedule drawn from the seed"
 meta workers "2 sims: ${SIM_FLAGS[*]} (knee $((2 * MAX_RUNNING)) concurrent); offered $RATE req/s for $DURATION s"
 
 write_config() {
@@ -37,6 +42,25 @@ max_concurrent = $max
 [admission.adaptive]
 enabled = $adaptive
 EOF
+}
+
+# Latency spikes on a schedule drawn from the seed, for DURATION s.
+spikes() {
+    local seed="$1" end=$((SECONDS + DURATION)) port factor hold
+    RANDOM=$seed
+    while ((SECONDS < end)); do
+        sleep "$((2 + RANDOM % 5))"
+        factor="$((2 + RANDOM % 2))"
+        hold="0.$((5 + RANDOM % 5))"
+        case $((RANDOM % 3)) in
+            0) port=("${SIM_PORTS[0]}") ;;
+            1) port=("${SIM_PORTS[1]}") ;;
+            *) port=("${SIM_PORTS[@]}") ;;
+        esac
+        for p in "${port[@]}"; do sim_fault "$p" "{\"mode\":\"slow\",\"factor\":$factor}" || true; done
+        sleep "$hold"
+        for p in "${port[@]}"; do sim_fault "$p" '{"mode":"ok"}' || true; done
+    done
 }
 
 run_case() {
@@ -61,6 +85,12 @@ run_case() {
     FIG_PIDS+=("$poller")
     start_load "$FIG_DATA/$tag.json" --target "http://127.0.0.1:$GW_PORT" --rate "$RATE" \
         --duration "$DURATION" --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 --quiet
+    local spiker=""
+    if [[ "${SPIKES:-0}" == 1 ]]; then
+        spikes "$seed" &
+        spiker=$!
+        FIG_PIDS+=("$spiker")
+    fi
     sleep "$WARM"
     local c0 c1 t0 t1
     c0="$($HELPER completed "${SIM_PORTS[@]}")"
@@ -70,6 +100,8 @@ run_case() {
     t1="$(now_ms)"
     wait_load
     stop_pid "$poller"
+    [[ -n "$spiker" ]] && stop_pid "$spiker"
+    [[ "$adaptive" == true ]] && save_metrics "$GW_PORT" "$FIG_DATA/$tag.metrics.txt"
     local goodput
     goodput="$(python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))")"
     meta case "$seed	$label	$goodput	$poll	$FIG_DATA/$tag.json"
@@ -82,6 +114,12 @@ for seed in $SEEDS; do
         run_case "$seed" "$limit" "$limit" false
     done
     run_case "$seed" adaptive 64 true
+    if [[ -n "${BEFORE_BIN_DIR:-}" ]]; then
+        current_gateway="$GATEWAY_BIN"
+        GATEWAY_BIN="$BEFORE_BIN_DIR/switchyard"
+        run_case "$seed" adaptive_before 64 true
+        GATEWAY_BIN="$current_gateway"
+    fi
 done
 
 meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -208,6 +208,35 @@ def summary(spread):
     return f"Over {len(spread)} seeds: " + "; ".join(parts) + "."
 
 
+def p0_between(report, start, end):
+    """P0 attempts' success for attempts sent in [start, end) s of its run."""
+    sent = ok = 0
+    for second in report.get("timeline") or []:
+        if start <= second["second"] < end:
+            sent += second["sent"]
+            ok += second["ok"]
+    return ok / sent if sent else None
+
+
+def outage_window_lines(meta, cases, outage_workers):
+    """A partial outage: goodput over the outage window against what the workers left can
+    do (their batch caps over the light-load latency), and P0's success meanwhile."""
+    flags = (meta.get("sim_flags") or ["--max-running 4"])[0].split()
+    batch = int(flags[flags.index("--max-running") + 1]) if "--max-running" in flags else 4
+    p50 = {v.split("\t")[0]: load_report(v.split("\t")[1])["e2e"]["p50"] for v in meta.get("light", [])}
+    p0 = {v.split("\t")[0]: load_report(v.split("\t")[4]) for v in cases}
+    rows = []
+    for value in meta.get("outage_window", []):
+        seed, goodput, start, end = value.split("\t")
+        left = (2 - outage_workers) * batch / p50[seed] if seed in p50 else None
+        share = f"{float(goodput) / left:.2f}" if left else "-"
+        rows.append([seed, f"{float(goodput):.2f}", f"{left:.2f}" if left else "-", share,
+                     pct(p0_between(p0[seed], int(start), int(end)))])
+    return ["During the outage window (completions counted by the sims while one worker answers 503):", "",
+            table(["seed", "goodput req/s", "the remaining worker's capacity (batch cap / light-load p50)",
+                   "share", "P0 attempts ok (sent in the window)"], rows)]
+
+
 def render(meta_path, out):
     meta = read_meta(meta_path)
     lines = ["# Demand overload: goodput, P0 protection, no self-inflicted ramp", ""]
@@ -233,8 +262,10 @@ def render(meta_path, out):
                   + ", ".join(f"seed {seed}: {rate:.2f} req/s" for seed, rate in full.items())]
     lines.append("")
     outage_for = (meta.get("outage_for") or ["10"])[0]
+    outage_workers = int((meta.get("outage_workers") or ["2"])[0])
+    who = "all workers answer" if outage_workers >= 2 else f"{outage_workers} of 2 workers answers"
     for section, label in (("overload", "Demand overload (P0 5, P1 10, P2 20 req/s; clients honour Retry-After)"),
-                           ("outage", f"Outage storm during the same demand (all workers answer 503 for {outage_for} s, "
+                           ("outage", f"Outage storm during the same demand ({who} 503 for {outage_for} s, "
                                       "then recover; clients retry)")):
         cases = meta.get(section, [])
         if not cases:
@@ -282,6 +313,8 @@ def render(meta_path, out):
             headers.append("P0 attempts ok from the ramp's start")
         lines.append(table(headers, rows))
         lines += ["", summary(spread)]
+        if section == "outage" and outage_workers < 2:
+            lines += [""] + outage_window_lines(meta, cases, outage_workers)
         lines += ["", "`GET /admin/admission`, polled every 500 ms:", ""] + notes
     lines += ["", "## Commands", "", "```"]
     seen = set()
@@ -293,13 +326,29 @@ def render(meta_path, out):
     Path(out).write_text("\n".join(lines))
 
 
+def adaptive_decisions(metrics_path):
+    """`switchyard_admission_adaptive_decisions_total` by decision, from saved /metrics."""
+    counts = []
+    try:
+        with open(metrics_path) as source:
+            for line in source:
+                if line.startswith("switchyard_admission_adaptive_decisions_total{"):
+                    name = line.split('decision="', 1)[1].split('"', 1)[0]
+                    counts.append(f"{name} {int(float(line.rsplit(' ', 1)[1]))}")
+    except FileNotFoundError:
+        return "-"
+    return ", ".join(counts) or "-"
+
+
 def render_adaptive(meta_path, out):
     meta = read_meta(meta_path)
     lines = ["# Adaptive concurrency limit against hand-tuned max_concurrent", ""]
-    for key in ("started", "host", "git", "workers", "loadavg_start", "loadavg_end", "finished"):
+    for key in ("started", "host", "git", "workers", "spikes", "loadavg_start", "loadavg_end",
+                "finished"):
         for value in meta.get(key, []):
             lines.append(f"- {key}: {value}")
     lines.append("")
+    knee = int(meta.get("knee", ["8"])[0])
     rows, best = [], {}
     for value in meta.get("case", []):
         seed, label, goodput, poll_path, report_path = value.split("\t")
@@ -308,17 +357,20 @@ def render_adaptive(meta_path, out):
         limits = [r["adaptive_limit"] for r in polled if r.get("adaptive_limit") is not None]
         tail = limits[len(limits) // 2:]
         settled = f"{statistics.median(tail)} (range {min(tail)}-{max(tail)})" if tail else "-"
+        under = f"{sum(1 for limit in tail if limit < knee)} of {len(tail)}" if tail else "-"
+        decisions = adaptive_decisions(poll_path.replace(".poll.jsonl", ".metrics.txt"))
         rows.append([seed, label, f"{float(goodput):.2f}", f"{report['e2e']['p50']:.3f}",
-                     f"{report['e2e']['p99']:.3f}", settled])
-        if label != "adaptive":
+                     f"{report['e2e']['p99']:.3f}", settled, under, decisions])
+        if not label.startswith("adaptive"):
             best[seed] = max(best.get(seed, 0.0), float(goodput))
     lines.append(table(["seed", "max_concurrent", "goodput req/s", "e2e p50 s", "e2e p99 s",
-                    "adaptive limit, 2nd half (median, range)"], rows))
+                    "adaptive limit, 2nd half (median, range)",
+                    f"polls under the knee ({knee}), 2nd half", "adaptive decisions"], rows))
     lines.append("")
     for value in meta.get("case", []):
         seed, label, goodput, _, _ = value.split("\t")
-        if label == "adaptive" and best.get(seed):
-            lines.append(f"- seed {seed}: adaptive reaches {float(goodput) / best[seed]:.2f} of the best hand-tuned goodput ({best[seed]:.2f} req/s)")
+        if label.startswith("adaptive") and best.get(seed):
+            lines.append(f"- seed {seed}: {label} reaches {float(goodput) / best[seed]:.2f} of the best hand-tuned goodput ({best[seed]:.2f} req/s)")
     lines += ["", "## Commands", "", "```"]
     seen = set()
     for command in meta.get("command", []):

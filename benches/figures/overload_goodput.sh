@@ -17,6 +17,8 @@
 #             after OUTAGE_FOR s). The ramp must still climb 30 -> 50 -> 80 -> 100 % and P0 be
 #             served once the workers are back (their breakers stay open 30 s, so the ramp
 #             starts about 45 s after the fault ends). recovery_storm.sh runs this case alone.
+# OUTAGE_WORKERS=1 faults only the first sim (a partial outage: the other one keeps serving);
+# the page then adds goodput and P0's success over the outage window.
 # CASES picks the demand cases (default overload; recovery_storm.sh runs outage); FIG_VARIANT=x writes overload_goodput_x.md
 # (e.g. for a baseline run of older binaries via SWITCHYARD_BIN_DIR); FIG_NAME_OVERRIDE
 # names the page outright.
@@ -32,6 +34,7 @@ LIGHT_RATE="${LIGHT_RATE:-3}"
 OUTAGE_AT="${OUTAGE_AT:-15}"
 OUTAGE_FOR="${OUTAGE_FOR:-10}"
 OUTAGE_DURATION="${OUTAGE_DURATION:-100}"
+OUTAGE_WORKERS="${OUTAGE_WORKERS:-2}"
 MAX_CONCURRENT="${MAX_CONCURRENT:-6}"
 # The shipped ramp holds each level 30 s; 5 s keeps the outage run short.
 RAMP_HOLD_MS="${RAMP_HOLD_MS:-5000}"
@@ -49,6 +52,7 @@ meta seeds "$SEEDS"
 meta duration "$DURATION"
 meta outage_duration "$OUTAGE_DURATION"
 meta outage_for "$OUTAGE_FOR"
+meta outage_workers "$OUTAGE_WORKERS"
 meta max_concurrent "$MAX_CONCURRENT"
 meta sim_flags "${SIM_FLAGS[*]}"
 meta ramp_hold_ms "$RAMP_HOLD_MS"
@@ -130,9 +134,15 @@ demand_case() {
     if [[ "$section" == outage ]]; then
         sleep "$OUTAGE_AT"
         local outage="{\"mode\":\"unavailable\",\"for_ms\":$((OUTAGE_FOR * 1000))}"
-        for port in "${SIM_PORTS[@]}"; do sim_fault "$port" "$outage"; done
+        for port in "${SIM_PORTS[@]:0:$OUTAGE_WORKERS}"; do sim_fault "$port" "$outage"; done
         log_cmd curl -X POST "http://127.0.0.1:<sim port>/admin/fault" -d "$outage"
+        local w0 w1 wt0 wt1
+        w0="$($HELPER completed "${SIM_PORTS[@]}")"
+        wt0="$(now_ms)"
         sleep "$OUTAGE_FOR"
+        w1="$($HELPER completed "${SIM_PORTS[@]}")"
+        wt1="$(now_ms)"
+        meta outage_window "$seed	$(python3 -c "print(($w1 - $w0) / (($wt1 - $wt0) / 1000))")	$OUTAGE_AT	$((OUTAGE_AT + OUTAGE_FOR))"
         recover_second=$(((OUTAGE_AT + OUTAGE_FOR)))
         sleep "$((WARM - OUTAGE_AT - OUTAGE_FOR > 0 ? WARM - OUTAGE_AT - OUTAGE_FOR : 0))"
     else

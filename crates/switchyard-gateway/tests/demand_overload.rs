@@ -152,3 +152,72 @@ async fn demand_overload_with_healthy_workers_sheds_without_the_ramp_and_serves_
         "and did not cut capacity for it"
     );
 }
+
+/// The adaptive limit through the real gateway: it measures the no-load latency at its
+/// floor first, then grows under saturating demand, and counts each decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adaptive_limit_probes_then_grows_under_saturating_demand() {
+    let sims = start_sims_scaled(2, 2.0).await;
+    let mut config = config_for(&sims, "least_load");
+    config.admission = serde_json::from_value(serde_json::json!({
+        "max_concurrent": 32,
+        "adaptive": {"enabled": true, "min_limit": 2, "min_rtt_samples": 10, "update_interval_ms": 100},
+    }))
+    .unwrap();
+    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+        .await
+        .unwrap();
+    let url = format!("{}/v1/chat/completions", gateway.base_url());
+    let body = chat("sim-llama", "hello there", false).to_string();
+
+    // 24 clients, one request at a time each: more than the two sims run at once (16).
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for _ in 0..24 {
+        let (url, body, stop) = (url.clone(), body.clone(), stop.clone());
+        clients.push(tokio::spawn(async move {
+            let mut ok = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let reply = send(Method::POST, &url, &[], body.clone()).await;
+                if reply.status == 200 {
+                    ok += 1;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            ok
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let snapshot = admin_call(
+        &gateway.base_url(),
+        ADMIN_KEY,
+        Method::GET,
+        "/admin/admission",
+        serde_json::Value::Null,
+    )
+    .await
+    .json();
+    let metrics = metrics_text(&gateway.base_url()).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut served = 0;
+    for client in clients {
+        served += client.await.unwrap();
+    }
+
+    assert!(served > 50, "{served}");
+    let limit = snapshot["adaptive_limit"].as_u64().expect("adaptive_limit");
+    assert!((6..=32).contains(&limit), "grew past its floor: {snapshot}");
+    assert!(
+        snapshot["adaptive_min_rtt_ms"].as_f64().unwrap_or(0.0) > 0.0,
+        "{snapshot}"
+    );
+    let decisions = |decision: &str| {
+        metric(
+            &metrics,
+            &format!("switchyard_admission_adaptive_decisions_total{{decision=\"{decision}\"}}"),
+        )
+    };
+    assert_eq!(decisions("probe_measured"), 1.0);
+    assert!(decisions("grew") >= 1.0);
+}
