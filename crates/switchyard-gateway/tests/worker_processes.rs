@@ -248,6 +248,7 @@ async fn a_stream_stalled_by_a_worker_process_ends_in_an_error_counted_once_and_
     .await;
     assert!(read.is_ok(), "the stream ends: {text}");
     let error_after = error_after.unwrap_or_else(|| panic!("no error event: {text}"));
+    eprintln!("error event {error_after:?} after the last chunk (idle timeout 0.5 s)");
     // Within idle_timeout (0.5 s) + 1 s of the last chunk.
     assert!(
         error_after < Duration::from_millis(1500),
