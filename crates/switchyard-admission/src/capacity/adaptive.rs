@@ -22,7 +22,7 @@ mod window;
 use std::time::{Duration, Instant};
 
 use crate::config::AdaptiveConfig;
-use window::{RateMemory, Window};
+use window::{RateMemory, Window, median};
 
 /// Bounds of one update's multiplier: halve at most, double at most.
 const GRADIENT_MIN: f64 = 0.5;
@@ -225,14 +225,6 @@ impl AdaptiveLimit {
         self.limit = next.clamp(self.min_limit, self.max_limit);
         Some(decision)
     }
-}
-
-fn median(samples: &mut [Duration]) -> Option<Duration> {
-    if samples.is_empty() {
-        return None;
-    }
-    samples.sort_unstable();
-    Some(samples[samples.len() / 2])
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ impl Window {
     }
 
     pub(super) fn median_rtt(&mut self) -> Option<Duration> {
-        super::median(&mut self.rtts)
+        median(&mut self.rtts)
     }
 }
 
@@ -74,6 +74,15 @@ impl RateMemory {
     pub(super) fn peak(&self) -> f64 {
         self.rates.iter().copied().fold(0.0, f64::max)
     }
+}
+
+/// The middle sample (the upper one of an even count); sorts `samples` in place.
+pub(super) fn median(samples: &mut [Duration]) -> Option<Duration> {
+    if samples.is_empty() {
+        return None;
+    }
+    samples.sort_unstable();
+    Some(samples[samples.len() / 2])
 }
 
 #[cfg(test)]
