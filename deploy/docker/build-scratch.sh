@@ -16,9 +16,9 @@ repo="$(cd "$here/../.." && pwd)"
 cd "$repo"
 
 if [[ "$profile" == release ]]; then
-  cargo build --release --locked --no-default-features -p switchyard-gateway -p switchyard-sim --bins
+  cargo build --release --locked --no-default-features --features mimalloc -p switchyard-gateway -p switchyard-sim --bins
 else
-  cargo build --locked --no-default-features -p switchyard-gateway -p switchyard-sim --bins
+  cargo build --locked --no-default-features --features mimalloc -p switchyard-gateway -p switchyard-sim --bins
 fi
 bin="${CARGO_TARGET_DIR:-$repo/target}/$profile"
 
