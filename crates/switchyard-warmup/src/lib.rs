@@ -30,6 +30,7 @@ mod executor;
 mod manager;
 mod metrics;
 mod ramp;
+mod registrar;
 mod resource;
 mod schedule;
 mod singleflight;

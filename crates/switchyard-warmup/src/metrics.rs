@@ -2,11 +2,10 @@
 //! Labels are bounded: tier (3), kind (4), result, reason and state are fixed sets; resource
 //! names are never labels (use the report for per-resource detail).
 
-use prometheus::{
-    Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-};
+use prometheus::{Gauge, HistogramVec, IntCounter, IntCounterVec, IntGauge, Registry};
 
 use crate::manager::SteadyP95;
+use crate::registrar::Registrar;
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
@@ -51,46 +50,22 @@ pub(crate) struct WarmupMetrics {
 
 impl WarmupMetrics {
     pub(crate) fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            let metric = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
-        };
-        let counter = |name: &str, help: &str| {
-            let metric = IntCounter::new(name, help)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
-        };
-        let gauge = |name: &str, help: &str| {
-            let metric = Gauge::new(name, help)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
-        };
-        let int_gauge = |name: &str, help: &str| {
-            let metric = IntGauge::new(name, help)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
-        };
+        let register = Registrar(registry);
         let histogram = |name: &str, help: &str, labels: &[&str]| {
-            let metric = HistogramVec::new(
-                HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()),
-                labels,
-            )?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
+            register.histogram_vec(name, help, labels, LATENCY_BUCKETS)
         };
         let metrics = Self {
-            runs: counter_vec(
+            runs: register.counter_vec(
                 "switchyard_warmup_runs_total",
                 "Warmup attempts by tier, kind and result (warmed, misdirected, failed, skipped).",
                 &["tier", "kind", "result"],
             )?,
-            skipped: counter_vec(
+            skipped: register.counter_vec(
                 "switchyard_warmup_skipped_total",
                 "Warmups not attempted, by tier and reason (budget, degraded).",
                 &["tier", "reason"],
             )?,
-            alerts: counter_vec(
+            alerts: register.counter_vec(
                 "switchyard_warmup_alerts_total",
                 "Warmup alerts by reason (l0_failure, wave_aborted, misdirected, budget).",
                 &["reason"],
@@ -100,26 +75,26 @@ impl WarmupMetrics {
                 "Time one warmup took, by tier.",
                 &["tier"],
             )?,
-            tokens: counter_vec(
+            tokens: register.counter_vec(
                 "switchyard_warmup_tokens_total",
                 "Tokens spent by warmups, by tier.",
                 &["tier"],
             )?,
-            traffic_tokens: counter(
+            traffic_tokens: register.counter(
                 "switchyard_warmup_traffic_tokens_total",
                 "Tokens spent by non-warmup traffic (the rest of the cost ratio).",
             )?,
-            lazy: counter_vec(
+            lazy: register.counter_vec(
                 "switchyard_warmup_lazy_requests_total",
                 "Requests that asked for a lazy (L2) warmup, by outcome (led, joined, \
                  already_warm, not_lazy, disabled, unknown).",
                 &["outcome"],
             )?,
-            hits: counter(
+            hits: register.counter(
                 "switchyard_warmup_hits_total",
                 "Warmups whose resource real traffic used within the hit window.",
             )?,
-            misses: counter(
+            misses: register.counter(
                 "switchyard_warmup_misses_total",
                 "Warmups whose resource nobody used within the hit window.",
             )?,
@@ -129,67 +104,67 @@ impl WarmupMetrics {
                  use after a warmup; cold: first use after the resource cooled).",
                 &["state"],
             )?,
-            cost_ratio: gauge(
+            cost_ratio: register.gauge(
                 "switchyard_warmup_cost_ratio",
                 "Warmup spend / total spend in the current budget period.",
             )?,
-            hit_rate: gauge(
+            hit_rate: register.gauge(
                 "switchyard_warmup_hit_rate",
                 "Share of judged warmups whose resource was used within the hit window.",
             )?,
-            retry_amplification: gauge(
+            retry_amplification: register.gauge(
                 "switchyard_warmup_retry_amplification",
                 "Total requests / first attempts, as last reported by the gateway.",
             )?,
-            budget_tokens: int_gauge(
+            budget_tokens: register.int_gauge(
                 "switchyard_warmup_budget_tokens",
                 "Warmup budget per period: total quota × (1 − business peak share) × safety.",
             )?,
-            budget_spent_tokens: int_gauge(
+            budget_spent_tokens: register.int_gauge(
                 "switchyard_warmup_budget_spent_tokens",
                 "Tokens warmups spent in the current period.",
             )?,
-            max_warmups: int_gauge(
+            max_warmups: register.int_gauge(
                 "switchyard_warmup_plan_max_warmups",
                 "Warmups the budget allows per period at the effective mean cost.",
             )?,
-            planned_warmups: int_gauge(
+            planned_warmups: register.int_gauge(
                 "switchyard_warmup_plan_warmups",
                 "Scheduled (L0 + L1) quota-spending warmups planned per period.",
             )?,
-            plan_fits: int_gauge(
+            plan_fits: register.int_gauge(
                 "switchyard_warmup_plan_fits",
                 "1 when the scheduled plan fits the budget, else 0.",
             )?,
-            demotion_candidates: int_gauge(
+            demotion_candidates: register.int_gauge(
                 "switchyard_warmup_demotion_candidates",
                 "Resources whose hit rate stays under the demotion threshold.",
             )?,
-            ramp_step: int_gauge(
+            ramp_step: register.int_gauge(
                 "switchyard_warmup_ramp_step",
                 "Current ramp step of the running wave (-1: no wave).",
             )?,
-            ramp_concurrency: int_gauge(
+            ramp_concurrency: register.int_gauge(
                 "switchyard_warmup_ramp_concurrency",
                 "Warmups the running wave may run at once (0: no wave).",
             )?,
-            ramp_moves: counter_vec(
+            ramp_moves: register.counter_vec(
                 "switchyard_warmup_ramp_moves_total",
                 "Ramp window judgements by move (advance, hold, backoff, abort).",
                 &["move"],
             )?,
-            waves: counter_vec(
+            waves: register.counter_vec(
                 "switchyard_warmup_waves_total",
                 "Warmup waves by how they ended (completed, aborted).",
                 &["end"],
             )?,
-            steady_selections: counter_vec(
+            steady_selections: register.counter_vec(
                 "switchyard_warmup_steady_p95_selections_total",
                 "Steady p95 chosen for a starting wave, by source (observed: business traffic \
                  over the window; too_few_samples / no_data: the configured value).",
                 &["source"],
             )?,
-            steady_p95_seconds: gauge(
+            steady_p95_seconds: register.gauge(
                 "switchyard_warmup_steady_p95_seconds",
                 "Steady p95 the latest wave's latency is compared with.",
             )?,

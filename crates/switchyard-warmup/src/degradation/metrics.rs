@@ -1,7 +1,9 @@
 //! Degradation controller metrics (`switchyard_degradation_*`). Labels are fixed sets:
 //! level (0–3), action (4), result, cause.
 
-use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, Registry};
+
+use crate::registrar::Registrar;
 
 pub(crate) struct DegradationMetrics {
     pub(crate) level: IntGauge,
@@ -23,65 +25,49 @@ pub(crate) struct DegradationMetrics {
 
 impl DegradationMetrics {
     pub(crate) fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            let metric = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
-        };
-        let counter = |name: &str, help: &str| {
-            let metric = IntCounter::new(name, help)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
-        };
-        let int_gauge = |name: &str, help: &str| {
-            let metric = IntGauge::new(name, help)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok::<_, prometheus::Error>(metric)
-        };
-        let water_level = Gauge::new(
-            "switchyard_degradation_water_level",
-            "Budget water level last reported to the controller (0–1).",
-        )?;
-        registry.register(Box::new(water_level.clone()))?;
+        let register = Registrar(registry);
         Ok(Self {
-            level: int_gauge(
+            level: register.int_gauge(
                 "switchyard_degradation_level",
                 "Degradation level in force (0 normal … 3 survival).",
             )?,
-            target_level: int_gauge(
+            target_level: register.int_gauge(
                 "switchyard_degradation_target_level",
                 "Level the signals currently call for.",
             )?,
-            water_level,
-            transitions: counter_vec(
+            water_level: register.gauge(
+                "switchyard_degradation_water_level",
+                "Budget water level last reported to the controller (0–1).",
+            )?,
+            transitions: register.counter_vec(
                 "switchyard_degradation_transitions_total",
                 "Level changes by from, to and cause (signal, force, release, drill; cause_change: the level re-applied because what calls for it changed).",
                 &["from", "to", "cause"],
             )?,
-            actions: counter_vec(
+            actions: register.counter_vec(
                 "switchyard_degradation_actions_total",
                 "Degradation actions carried out, by action and result (ok, failed).",
                 &["action", "result"],
             )?,
-            level_failures: counter_vec(
+            level_failures: register.counter_vec(
                 "switchyard_degradation_level_failures_total",
                 "Levels that could not be entered because an action failed (alert).",
                 &["level"],
             )?,
-            water_warnings: counter(
+            water_warnings: register.counter(
                 "switchyard_degradation_water_warnings_total",
                 "Times the water level crossed the warn threshold (recorded only).",
             )?,
-            recovery_held: counter(
+            recovery_held: register.counter(
                 "switchyard_degradation_recovery_held_total",
                 "Evaluations that could recover but waited for the one-step-per-interval rule.",
             )?,
-            overrides: counter_vec(
+            overrides: register.counter_vec(
                 "switchyard_degradation_overrides_total",
                 "Operator overrides by kind (force, release).",
                 &["kind"],
             )?,
-            drills: counter_vec(
+            drills: register.counter_vec(
                 "switchyard_degradation_drills_total",
                 "Drills run, by result (passed, failed).",
                 &["result"],

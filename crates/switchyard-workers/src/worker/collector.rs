@@ -1,12 +1,12 @@
 //! Child actor: scrapes the worker's `/metrics` (or reads the gateway's own observations),
 //! publishes the window's p90 figures, then hands them to the supervisor's judge.
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::debug;
 
-use super::{ChildArgs, Tick, WorkerMsg};
+use super::periodic::{Next, Round};
+use super::{ChildArgs, WorkerMsg};
 use crate::config::ms;
 use crate::engine::EngineLoad;
 use crate::http_client::{FetchError, fetch, get_request};
@@ -24,30 +24,19 @@ pub(crate) struct CollectorState {
     window: WindowTracker,
 }
 
-impl Actor for Collector {
-    type Msg = Tick;
-    type State = CollectorState;
+impl Round for Collector {
     type Arguments = ChildArgs;
+    type State = CollectorState;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        args: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        myself.send_message(Tick)?;
-        Ok(CollectorState {
+    fn start(args: ChildArgs) -> (CollectorState, Option<Duration>) {
+        let state = CollectorState {
             args,
             window: WindowTracker::default(),
-        })
+        };
+        (state, None)
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        _tick: Tick,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        let started = Instant::now();
+    async fn round(state: &mut CollectorState) -> Next {
         let config = state.args.handle.config.load();
         let handle = &state.args.handle;
         match read(&state.args, ms(config.latency_aware.scrape_timeout_ms)).await {
@@ -75,16 +64,14 @@ impl Actor for Collector {
                 debug!(worker = handle.name(), %error, "metrics scrape failed");
             }
         }
-        let period = ms(config.latency_aware.scrape_interval_ms);
-        myself.send_after(period.saturating_sub(started.elapsed()), || Tick);
-        Ok(())
+        Next::Every(ms(config.latency_aware.scrape_interval_ms))
     }
 }
 
 /// The worker's histograms, or the gateway's observations when the worker has no usable
 /// `/metrics` (404, refused connection, none of its engine's histogram names, or an engine
 /// kind that publishes none). The engine's load gauges are published on the way.
-async fn read(args: &ChildArgs, timeout: std::time::Duration) -> Result<Reading, String> {
+async fn read(args: &ChildArgs, timeout: Duration) -> Result<Reading, String> {
     let handle = &args.handle;
     let observed = || Ok(reading_from_observed(&handle.observed));
     let kind = handle.engine();

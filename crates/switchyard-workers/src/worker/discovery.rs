@@ -4,11 +4,11 @@
 //! upstream may have no such endpoint). Its own actor so a hanging worker never blocks the
 //! supervisor.
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
-use super::{ChildArgs, Tick};
+use super::ChildArgs;
+use super::periodic::{Next, Round};
 use crate::engine::max_model_len;
 use crate::http_client::get_json;
 
@@ -19,37 +19,24 @@ const CONTEXT_TRIES: u32 = 30;
 
 pub(crate) struct Discovery;
 
-impl Actor for Discovery {
-    type Msg = Tick;
+impl Round for Discovery {
+    type Arguments = ChildArgs;
     /// The worker, and the tries so far.
     type State = (ChildArgs, u32);
-    type Arguments = ChildArgs;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        args: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        myself.send_message(Tick)?;
-        Ok((args, 0))
+    fn start(args: ChildArgs) -> ((ChildArgs, u32), Option<Duration>) {
+        ((args, 0), None)
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        _tick: Tick,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn round(state: &mut (ChildArgs, u32)) -> Next {
         let (args, tries) = state;
         *tries += 1;
         let configured = args.handle.models().is_some();
         if discover_models(args, configured).await || (configured && *tries >= CONTEXT_TRIES) {
-            myself.stop(Some("models discovered".into()));
+            Next::Stop("models discovered")
         } else {
-            // Ractor owns the timer task and drops the message if this actor has stopped.
-            myself.send_after(DISCOVERY_RETRY, || Tick);
+            Next::After(DISCOVERY_RETRY)
         }
-        Ok(())
     }
 }
 

@@ -1,10 +1,10 @@
 //! Child actor: probes the worker's health path and reports each result to the supervisor.
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::debug;
 
-use super::{ChildArgs, Tick, WorkerMsg};
+use super::periodic::{Next, Round};
+use super::{ChildArgs, WorkerMsg};
 use crate::config::ms;
 use crate::http_client::{fetch, get_request};
 
@@ -13,40 +13,26 @@ const MAX_BODY: usize = 64 * 1024;
 
 pub(crate) struct HealthChecker;
 
-impl Actor for HealthChecker {
-    type Msg = Tick;
-    type State = ChildArgs;
+impl Round for HealthChecker {
     type Arguments = ChildArgs;
+    type State = ChildArgs;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        args: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        myself.send_message(Tick)?;
-        Ok(args)
+    fn start(args: ChildArgs) -> (ChildArgs, Option<Duration>) {
+        (args, None)
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        _tick: Tick,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn round(state: &mut ChildArgs) -> Next {
         let config = state.handle.config.load();
-        let started = Instant::now();
         let success = check(state, Duration::from_millis(config.health.timeout_ms)).await;
         // The supervisor is our parent: if it is gone, so are we in a moment.
         let _ = state.supervisor.send_message(WorkerMsg::Health(success));
         // A failure on a still-healthy worker is re-checked sooner, so the failover needs
         // one interval plus a few short ones instead of `unhealthy_threshold` intervals.
-        let period = if !success && state.handle.is_healthy() {
+        Next::Every(if !success && state.handle.is_healthy() {
             ms(config.health.suspect_interval_ms)
         } else {
             ms(config.health.interval_ms)
-        };
-        myself.send_after(period.saturating_sub(started.elapsed()), || Tick);
-        Ok(())
+        })
     }
 }
 

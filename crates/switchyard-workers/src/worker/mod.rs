@@ -17,6 +17,7 @@ mod decisions;
 mod discovery;
 mod health_checker;
 mod hung;
+mod periodic;
 mod probe_timing;
 mod prober;
 
@@ -32,6 +33,7 @@ use collector::Collector;
 use decisions::{ProbeResult, WorkerCore};
 use discovery::Discovery;
 use health_checker::HealthChecker;
+use periodic::spawn_child;
 use prober::{Prober, ProberArgs};
 
 pub(crate) use hung::HUNG_CHECKS;
@@ -91,16 +93,16 @@ impl SupervisorState {
         };
         let cell = myself.get_cell();
         let spawned = match kind {
-            ChildKind::Health => Actor::spawn_linked(None, HealthChecker, args, cell).await,
-            ChildKind::Collector => Actor::spawn_linked(None, Collector, args, cell).await,
-            ChildKind::Discovery => Actor::spawn_linked(None, Discovery, args, cell).await,
+            ChildKind::Health => spawn_child::<HealthChecker>(args, cell).await,
+            ChildKind::Collector => spawn_child::<Collector>(args, cell).await,
+            ChildKind::Discovery => spawn_child::<Discovery>(args, cell).await,
             ChildKind::Prober => {
                 self.prober_generation += 1;
                 let args = ProberArgs {
                     child: args,
                     generation: self.prober_generation,
                 };
-                Actor::spawn_linked(None, Prober, args, cell).await
+                spawn_child::<Prober>(args, cell).await
             }
         };
         match spawned {

@@ -6,15 +6,15 @@
 use bytes::Bytes;
 use http::{Method, Request, header};
 use http_body_util::Full;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use std::time::Instant;
+use std::time::Duration;
 use switchyard_core::Purpose;
 use switchyard_core::header_names;
 use tracing::debug;
 
 use super::decisions::ProbeResult;
+use super::periodic::{Next, Round};
 use super::probe_timing::{judge, timed_probe};
-use super::{ChildArgs, Tick, WorkerMsg};
+use super::{ChildArgs, WorkerMsg};
 use crate::config::{HealthConfig, ms};
 use crate::http_client::FetchError;
 
@@ -26,38 +26,24 @@ pub(crate) struct ProberArgs {
     pub generation: u64,
 }
 
-impl Actor for Prober {
-    type Msg = Tick;
-    type State = ProberArgs;
+impl Round for Prober {
     type Arguments = ProberArgs;
+    type State = ProberArgs;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        args: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
+    fn start(args: ProberArgs) -> (ProberArgs, Option<Duration>) {
         // The first probe waits one period: the worker was just found overloaded.
         let period = ms(args.child.handle.config.load().prober.interval_ms);
-        myself.send_after(period, || Tick);
-        Ok(args)
+        (args, Some(period))
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        _tick: Tick,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    async fn round(state: &mut ProberArgs) -> Next {
         let config = state.child.handle.config.load();
-        let started = Instant::now();
         let result = probe(&state.child, &config).await;
         let _ = state.child.supervisor.send_message(WorkerMsg::Probe {
             generation: state.generation,
             result,
         });
-        let period = ms(config.prober.interval_ms);
-        myself.send_after(period.saturating_sub(started.elapsed()), || Tick);
-        Ok(())
+        Next::Every(ms(config.prober.interval_ms))
     }
 }
 
