@@ -20,10 +20,7 @@ DURATION="${DURATION:-30}"
 WARM="${WARM:-12}"
 MAX_RUNNING="${MAX_RUNNING:-4}"
 SIM_FLAGS=(--max-running "$MAX_RUNNING" --time-scale 8)
-BASE="${FIG_PORT_BASE:-23200}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23200}" 2
 HELPER="python3 $FIG_DIR/overload_goodput.py"
 
 meta knee "$((2 * MAX_RUNNING))"
@@ -69,44 +66,26 @@ run_case() {
     local config="$FIG_DATA/$tag.toml"
     write_config "$config" "$max" "$adaptive"
     echo "[adaptive_limit] $tag" >&2
-    FLEET_PIDS=()
-    local urls=() i
-    for i in 0 1; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}" "${SIM_FLAGS[@]}"
-        FLEET_PIDS+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
-    FLEET_PIDS+=("$GW_PID")
-    wait_routable "$GW_PORT" 2
+    start_fleet "$config" "${SIM_FLAGS[@]}"
     local poll="$FIG_DATA/$tag.poll.jsonl"
-    $HELPER poll "$GW_PORT" "$ADMIN_KEY" "$poll" &
-    local poller=$!
-    FIG_PIDS+=("$poller")
+    in_background $HELPER poll "$GW_PORT" "$ADMIN_KEY" "$poll"
+    local poller=$BG_PID
     start_load "$FIG_DATA/$tag.json" --target "http://127.0.0.1:$GW_PORT" --rate "$RATE" \
         --duration "$DURATION" --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 --quiet
     local spiker=""
     if [[ "${SPIKES:-0}" == 1 ]]; then
-        spikes "$seed" &
-        spiker=$!
-        FIG_PIDS+=("$spiker")
+        in_background spikes "$seed"
+        spiker=$BG_PID
     fi
     sleep "$WARM"
-    local c0 c1 t0 t1
-    c0="$($HELPER completed "${SIM_PORTS[@]}")"
-    t0="$(now_ms)"
-    sleep "$((DURATION - WARM - 3))"
-    c1="$($HELPER completed "${SIM_PORTS[@]}")"
-    t1="$(now_ms)"
+    local goodput
+    goodput="$(sims_goodput "$((DURATION - WARM - 3))")"
     wait_load
     stop_pid "$poller"
     [[ -n "$spiker" ]] && stop_pid "$spiker"
     [[ "$adaptive" == true ]] && save_metrics "$GW_PORT" "$FIG_DATA/$tag.metrics.txt"
-    local goodput
-    goodput="$(python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))")"
     meta case "$seed	$label	$goodput	$poll	$FIG_DATA/$tag.json"
-    local pid
-    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
+    stop_fleet
 }
 
 for seed in $SEEDS; do
@@ -122,7 +101,5 @@ for seed in $SEEDS; do
     fi
 done
 
-meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-meta loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
-$HELPER render-adaptive "$FIG_META" "$FIG_OUT"
+fig_render $HELPER render-adaptive
 echo "wrote $FIG_OUT" >&2

@@ -18,15 +18,9 @@ FIRST_SEED="${SEED:-7}"
 # 2 s slices: a 90 s run holds 45 of them, so a hot key completes about 11 rotations over a
 # 4-wide spread set; the shipped 30 s would give 3 slices per run, too few to measure.
 SLICE_MS="${SLICE_MS:-2000}"
-BASE="${FIG_PORT_BASE:-23600}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23600}" 4
 
-meta rate "$RATE"
-meta duration "$DURATION"
-meta runs "$RUNS"
-meta slice_ms "$SLICE_MS"
+meta_vars RATE DURATION RUNS SLICE_MS
 
 # run_case RUN SEED HOTSPOT LOAD_FACTOR
 run_case() {
@@ -38,22 +32,14 @@ run_case() {
             "$hotspot" "$SLICE_MS" "$load_factor" >"$config"
         meta config "$name	$config"
     fi
-    local pids=() urls=() i
-    for i in 0 1 2 3; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}"
-        pids+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
-    pids+=("$GW_PID")
-    wait_routable "$GW_PORT" 4
+    start_fleet "$config"
     local out="$FIG_DATA/run${run}_$name.json"
     echo "[hotspot] run $run seed $seed hotspot=$hotspot load_factor=$load_factor" >&2
     run_load "$out" --target "http://127.0.0.1:$GW_PORT" --rate "$RATE" --duration "$DURATION" \
         --workload hotkey --seed "$seed" --timeout 30
     save_metrics "$GW_PORT" "${out%.json}.metrics.txt"
     meta case "$run	$seed	$hotspot	$load_factor	$out"
-    for i in "${pids[@]}"; do stop_pid "$i"; done
+    stop_fleet
 }
 
 for ((run = 1; run <= RUNS; run++)); do
@@ -64,6 +50,4 @@ done
 run_case 1 "$FIRST_SEED" false 100.0
 run_case 1 "$FIRST_SEED" true 100.0
 
-meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-meta loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$FIG_DIR/hotspot_render.py" "$FIG_META" "$FIG_OUT"
+fig_render python3 "$FIG_DIR/hotspot_render.py"

@@ -85,11 +85,6 @@ start_sims() {
     done
 }
 
-stop_fleet() {
-    local pid
-    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
-}
-
 start_switchyard() {
     local flags=() i
     for i in 0 1 2 3; do flags+=(--worker-url "sim-$i=${WORKER_URLS[$i]}"); done

@@ -21,18 +21,9 @@ SEED="${SEED:-11}"
 # capacity: the figure is about failover, not about an undersized fleet.
 TIME_SCALE="${TIME_SCALE:-0.5}"
 VICTIM=sim-1
-BASE="${FIG_PORT_BASE:-23200}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23200}" 4
 
-meta rate "$RATE"
-meta kill_duration "$KILL_DURATION"
-meta slow_rate "$SLOW_RATE"
-meta slow_duration "$SLOW_DURATION"
-meta seed "$SEED"
-meta victim "$VICTIM"
-meta time_scale "$TIME_SCALE"
+meta_vars RATE KILL_DURATION SLOW_RATE SLOW_DURATION SEED VICTIM TIME_SCALE
 
 # The shipped health defaults, written out so the page shows the values in force.
 DEFAULT_CONFIG="$FIG_DATA/failover.toml"
@@ -73,32 +64,14 @@ failures_to_rearm = 3
 EOF
 meta config "latency path (slow x20)	$SLOW_CONFIG"
 
-start_fleet() {
-    local config="$1" i
-    FLEET_PIDS=()
-    VICTIM_PID=""
-    local urls=()
-    for i in 0 1 2 3; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}" --time-scale "$TIME_SCALE"
-        FLEET_PIDS+=("$SIM_PID")
-        [[ "sim-$i" == "$VICTIM" ]] && VICTIM_PID="$SIM_PID"
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
-    FLEET_PIDS+=("$GW_PID")
-    wait_routable "$GW_PORT" 4
-}
-
-stop_fleet() {
-    local pid
-    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
-}
+# The victim's pid: start_fleet lists the sims first, in index order.
+victim_pid() { echo "${FLEET_PIDS[${VICTIM#sim-}]}"; }
 
 kill_case() {
     local mode="$1" flags=()
     [[ "$mode" == non_streaming ]] && flags=(--no-stream)
     echo "[kill_worker] kill -9 $VICTIM, $mode" >&2
-    start_fleet "$DEFAULT_CONFIG"
+    start_fleet "$DEFAULT_CONFIG" --time-scale "$TIME_SCALE"
     local poll="$FIG_WORK/poll_$mode.jsonl" out="$FIG_DATA/kill_$mode.json"
     start_poller "$poll" "$GW_PORT"
     local poller=$POLL_PID
@@ -108,7 +81,7 @@ kill_case() {
     sleep "$KILL_AT"
     local killed_ms
     killed_ms="$(now_ms)"
-    kill -9 "$VICTIM_PID"
+    kill -9 "$(victim_pid)"
     log_cmd kill -9 "<pid of $VICTIM>"
     wait_load
     save_metrics "$GW_PORT" "$FIG_DATA/kill_$mode.metrics.txt"
@@ -120,7 +93,7 @@ kill_case() {
 
 slow_case() {
     echo "[kill_worker] slow x20 $VICTIM then ok" >&2
-    start_fleet "$SLOW_CONFIG"
+    start_fleet "$SLOW_CONFIG" --time-scale "$TIME_SCALE"
     local poll="$FIG_WORK/poll_slow.jsonl" out="$FIG_DATA/slow.json"
     start_poller "$poll" "$GW_PORT"
     local poller=$POLL_PID

@@ -89,11 +89,22 @@ log_cmd() {
     meta command "${line% }"
 }
 
-# Writes the figure's markdown page from the recorded facts.
+# Writes the figure's markdown page from the recorded facts: with figlib's renderer, or with
+# the command given (called with the facts file and the page).
 fig_render() {
     meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     meta loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
-    $FIGLIB render "$FIG_NAME" "$FIG_META" "$FIG_OUT"
+    if (($#)); then
+        "$@" "$FIG_META" "$FIG_OUT"
+    else
+        $FIGLIB render "$FIG_NAME" "$FIG_META" "$FIG_OUT"
+    fi
+}
+
+# meta_vars NAME...: records each shell variable NAME as a fact named in lower case.
+meta_vars() {
+    local name
+    for name in "$@"; do meta "${name,,}" "${!name}"; done
 }
 
 # Fixed ports per script (so recorded commands repeat verbatim across cases); refuses to
@@ -110,6 +121,16 @@ require_ports() {
             exit 2
         fi
     done
+}
+
+# fleet_ports BASE SIMS: the gateway on BASE (GW_PORT) and SIMS sims on the ports after it
+# (SIM_PORTS); refuses to start when one is taken.
+fleet_ports() {
+    local base="$1" sims="$2" i
+    GW_PORT=$base
+    SIM_PORTS=()
+    for ((i = 1; i <= sims; i++)); do SIM_PORTS+=($((base + i))); done
+    require_ports "$GW_PORT" "${SIM_PORTS[@]}"
 }
 
 wait_http() {
@@ -167,6 +188,78 @@ wait_routable() {
     done
 }
 
+# start_fleet_sims [sim flags...]: FLEET_SIZE sims (default: one per SIM_PORTS entry) named
+# $FLEET_PREFIX-0, -1, ... (default sim); a `{i}` in a sim flag becomes the sim's index. Their
+# pids, in index order, start FLEET_PIDS (for stop_fleet); WORKER_FLAGS gets a `--worker-url`
+# for each.
+start_fleet_sims() {
+    local size="${FLEET_SIZE:-${#SIM_PORTS[@]}}" prefix="${FLEET_PREFIX:-sim}" i
+    FLEET_PIDS=()
+    WORKER_FLAGS=()
+    for ((i = 0; i < size; i++)); do
+        start_sim "$prefix-$i" "${SIM_PORTS[$i]}" "${@//\{i\}/$i}"
+        FLEET_PIDS+=("$SIM_PID")
+        WORKER_FLAGS+=(--worker-url "$prefix-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
+    done
+}
+
+# start_fleet CONFIG [sim flags...]: start_fleet_sims, then a gateway on GW_PORT with CONFIG in
+# front of them (its pid last in FLEET_PIDS); waits until every sim is routable.
+start_fleet() {
+    local config="$1"
+    shift
+    start_fleet_sims "$@"
+    local sims=${#FLEET_PIDS[@]}
+    start_gateway gateway "$GW_PORT" "$config" "${WORKER_FLAGS[@]}"
+    FLEET_PIDS+=("$GW_PID")
+    wait_routable "$GW_PORT" "$sims"
+}
+
+# stop_fleet: stops every process in FLEET_PIDS.
+stop_fleet() {
+    local pid
+    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
+    FLEET_PIDS=()
+}
+
+# sims_goodput SECONDS: completions per second the sims on SIM_PORTS count over the next
+# SECONDS (from their own counters, so nothing of the gateway's view is in it).
+sims_goodput() {
+    local c0 c1 t0 t1
+    c0="$(python3 "$FIG_DIR/overload_goodput.py" completed "${SIM_PORTS[@]}")"
+    t0="$(now_ms)"
+    sleep "$1"
+    c1="$(python3 "$FIG_DIR/overload_goodput.py" completed "${SIM_PORTS[@]}")"
+    t1="$(now_ms)"
+    python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))"
+}
+
+# in_background CMD...: runs CMD in the background, stopped when the script exits; sets BG_PID.
+in_background() {
+    "$@" &
+    BG_PID=$!
+    FIG_PIDS+=("$BG_PID")
+}
+
+# Waits until the Raft group on PORT lists N members.
+wait_members() {
+    local port="$1" want="$2" tries=100 have
+    while true; do
+        have="$(admin GET "$port" /admin/cluster 2>/dev/null | python3 -c '
+import json, sys
+status = json.load(sys.stdin)
+members = status.get("members") or status.get("membership") or []
+print(len(members) if isinstance(members, (list, dict)) else 0)' 2>/dev/null || echo 0)"
+        ((have >= want)) && return 0
+        tries=$((tries - 1))
+        if ((tries == 0)); then
+            echo "cluster on $port: $have of $want members" >&2
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
 # save_metrics PORT FILE: the gateway's /metrics, switchyard_* series only.
 save_metrics() {
     curl -fsS --max-time 5 "http://127.0.0.1:$1/metrics" | grep '^switchyard_' | grep -v -e '_bucket{' -e ' 0$' >"$2" || true
@@ -215,7 +308,6 @@ wait_load() {
 start_poller() {
     local out="$1"
     shift
-    $FIGLIB poll --key "$ADMIN_KEY" --out "$out" --ports "$@" &
-    POLL_PID=$!
-    FIG_PIDS+=("$POLL_PID")
+    in_background $FIGLIB poll --key "$ADMIN_KEY" --out "$out" --ports "$@"
+    POLL_PID=$BG_PID
 }

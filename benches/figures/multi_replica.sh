@@ -19,9 +19,7 @@ RAFT_PORTS=($((BASE + 5)) $((BASE + 6)) $((BASE + 7)))
 SIM_PORTS=($((BASE + 11)) $((BASE + 12)) $((BASE + 13)) $((BASE + 14)))
 require_ports "${GW_PORTS[@]}" "${RAFT_PORTS[@]}" "${SIM_PORTS[@]}"
 
-meta rate "$RATE"
-meta duration "$DURATION"
-meta seed "$SEED"
+meta_vars RATE DURATION SEED
 
 CONFIG="$FIG_DATA/cache_aware.toml"
 printf '[routing]\npolicy = "cache_aware"\n' >"$CONFIG"
@@ -33,12 +31,8 @@ GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-multi-replica)
 # run_case MODE REPLICAS: MODE is "independent" or "cluster".
 run_case() {
     local mode="$1" replicas="$2"
-    local pids=() urls=() targets=() i
-    for i in 0 1 2 3; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}"
-        pids+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
+    local targets=() i
+    start_fleet_sims
     for ((i = 0; i < replicas; i++)); do
         local node=(--node-id $((i + 1)) --raft-addr "127.0.0.1:${RAFT_PORTS[$i]}")
         if [[ "$mode" == cluster ]]; then
@@ -48,8 +42,8 @@ run_case() {
                 node+=(--join "127.0.0.1:${RAFT_PORTS[0]}")
             fi
         fi
-        start_gateway "gateway-$i" "${GW_PORTS[$i]}" "$CONFIG" "${urls[@]}" "${node[@]}"
-        pids+=("$GW_PID")
+        start_gateway "gateway-$i" "${GW_PORTS[$i]}" "$CONFIG" "${WORKER_FLAGS[@]}" "${node[@]}"
+        FLEET_PIDS+=("$GW_PID")
         targets+=(--target "http://127.0.0.1:${GW_PORTS[$i]}")
     done
     for ((i = 0; i < replicas; i++)); do wait_routable "${GW_PORTS[$i]}" 4; done
@@ -65,26 +59,7 @@ run_case() {
         save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/${mode}_$replicas.gateway-$i.metrics.txt"
     done
     meta case "$mode	$replicas	$out"
-    for i in "${pids[@]}"; do stop_pid "$i"; done
-}
-
-# Waits until the Raft group on PORT lists N members.
-wait_members() {
-    local port="$1" want="$2" tries=100 have
-    while true; do
-        have="$(admin GET "$port" /admin/cluster 2>/dev/null | python3 -c '
-import json, sys
-status = json.load(sys.stdin)
-members = status.get("members") or status.get("membership") or []
-print(len(members) if isinstance(members, (list, dict)) else 0)' 2>/dev/null || echo 0)"
-        ((have >= want)) && return 0
-        tries=$((tries - 1))
-        if ((tries == 0)); then
-            echo "cluster on $port: $have of $want members" >&2
-            return 1
-        fi
-        sleep 0.2
-    done
+    stop_fleet
 }
 
 run_case independent 1

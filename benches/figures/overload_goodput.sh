@@ -42,20 +42,12 @@ RAMP_HOLD_MS="${RAMP_HOLD_MS:-5000}"
 # requests ask for 8 tokens: about 0.35 s per request in the model (few long timer sleeps, so
 # a busy machine adds less on top).
 SIM_FLAGS=(--max-running 4 --time-scale 8)
-BASE="${FIG_PORT_BASE:-23000}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23000}" 2
 HELPER="python3 $FIG_DIR/overload_goodput.py"
 
-meta seeds "$SEEDS"
-meta duration "$DURATION"
-meta outage_duration "$OUTAGE_DURATION"
-meta outage_for "$OUTAGE_FOR"
-meta outage_workers "$OUTAGE_WORKERS"
-meta max_concurrent "$MAX_CONCURRENT"
+meta_vars SEEDS DURATION OUTAGE_DURATION OUTAGE_FOR OUTAGE_WORKERS MAX_CONCURRENT
 meta sim_flags "${SIM_FLAGS[*]}"
-meta ramp_hold_ms "$RAMP_HOLD_MS"
+meta_vars RAMP_HOLD_MS
 
 CONFIG="$FIG_DATA/gateway.toml"
 cat >"$CONFIG" <<EOF
@@ -85,24 +77,6 @@ max_priority = "P2"
 EOF
 meta config "$CONFIG"
 
-start_fleet() {
-    FLEET_PIDS=()
-    local urls=() i
-    for i in 0 1; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}" "${SIM_FLAGS[@]}"
-        FLEET_PIDS+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$CONFIG" "${urls[@]}"
-    FLEET_PIDS+=("$GW_PID")
-    wait_routable "$GW_PORT" 2
-}
-
-stop_fleet() {
-    local pid
-    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
-}
-
 # tenant_load NAME KEY CLASS RATE SEED DURATION: one tenant's open-loop load in the background.
 tenant_load() {
     local name="$1" key="$2" class="$3" rate="$4" seed="$5" duration="$6"
@@ -117,11 +91,10 @@ demand_case() {
     local section="$1" seed="$2"
     local tag="${section}_seed$seed"
     echo "[overload_goodput] $tag" >&2
-    start_fleet
+    start_fleet "$CONFIG" "${SIM_FLAGS[@]}"
     local poll="$FIG_DATA/$tag.poll.jsonl"
-    $HELPER poll "$GW_PORT" "$ADMIN_KEY" "$poll" &
-    local poller=$!
-    FIG_PIDS+=("$poller")
+    in_background $HELPER poll "$GW_PORT" "$ADMIN_KEY" "$poll"
+    local poller=$BG_PID
     local duration=$DURATION
     [[ "$section" == outage ]] && duration=$OUTAGE_DURATION
     TENANT_PIDS=()
@@ -136,26 +109,14 @@ demand_case() {
         local outage="{\"mode\":\"unavailable\",\"for_ms\":$((OUTAGE_FOR * 1000))}"
         for port in "${SIM_PORTS[@]:0:$OUTAGE_WORKERS}"; do sim_fault "$port" "$outage"; done
         log_cmd curl -X POST "http://127.0.0.1:<sim port>/admin/fault" -d "$outage"
-        local w0 w1 wt0 wt1
-        w0="$($HELPER completed "${SIM_PORTS[@]}")"
-        wt0="$(now_ms)"
-        sleep "$OUTAGE_FOR"
-        w1="$($HELPER completed "${SIM_PORTS[@]}")"
-        wt1="$(now_ms)"
-        meta outage_window "$seed	$(python3 -c "print(($w1 - $w0) / (($wt1 - $wt0) / 1000))")	$OUTAGE_AT	$((OUTAGE_AT + OUTAGE_FOR))"
+        meta outage_window "$seed	$(sims_goodput "$OUTAGE_FOR")	$OUTAGE_AT	$((OUTAGE_AT + OUTAGE_FOR))"
         recover_second=$(((OUTAGE_AT + OUTAGE_FOR)))
         sleep "$((WARM - OUTAGE_AT - OUTAGE_FOR > 0 ? WARM - OUTAGE_AT - OUTAGE_FOR : 0))"
     else
         sleep "$WARM"
     fi
-    local c0 c1 t0 t1
-    c0="$($HELPER completed "${SIM_PORTS[@]}")"
-    t0="$(now_ms)"
-    sleep "$((duration - 5 - ($(now_ms) - started_ms) / 1000))"
-    c1="$($HELPER completed "${SIM_PORTS[@]}")"
-    t1="$(now_ms)"
     local goodput
-    goodput="$(python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))")"
+    goodput="$(sims_goodput "$((duration - 5 - ($(now_ms) - started_ms) / 1000))")"
     local pid
     for pid in "${TENANT_PIDS[@]}"; do
         wait "$pid" || true
@@ -169,7 +130,7 @@ demand_case() {
 
 for seed in $SEEDS; do
     echo "[overload_goodput] light load, seed $seed" >&2
-    start_fleet
+    start_fleet "$CONFIG" "${SIM_FLAGS[@]}"
     run_load "$FIG_DATA/light_seed$seed.json" --target "http://127.0.0.1:$GW_PORT" \
         --rate "$LIGHT_RATE" --duration 15 --workload uniform --max-tokens 8 --seed "$seed" --timeout 15 \
         --api-key sk-p1 --quiet
@@ -179,20 +140,14 @@ for seed in $SEEDS; do
         --rate 40 --max-in-flight "$MAX_CONCURRENT" --duration 20 --workload uniform \
         --max-tokens 8 --seed "$seed" --timeout 15 --api-key sk-p1 --quiet
     sleep 5
-    c0="$($HELPER completed "${SIM_PORTS[@]}")"
-    t0="$(now_ms)"
-    sleep 12
-    c1="$($HELPER completed "${SIM_PORTS[@]}")"
-    t1="$(now_ms)"
+    full="$(sims_goodput 12)"
     wait_load
-    meta full "$seed	$(python3 -c "print(($c1 - $c0) / (($t1 - $t0) / 1000))")"
+    meta full "$seed	$full"
     stop_fleet
     for case in $CASES; do
         demand_case "$case" "$seed"
     done
 done
 
-meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-meta loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
-$HELPER render "$FIG_META" "$FIG_OUT"
+fig_render $HELPER render
 echo "wrote $FIG_OUT" >&2

@@ -16,15 +16,9 @@ SEED="${SEED:-7}"
 # rotate a hot key at most once in a 30 s run, so the figure uses 2 s (15 slices per run,
 # stated in the page); everything else is the shipped default.
 SLICE_MS="${SLICE_MS:-2000}"
-BASE="${FIG_PORT_BASE:-23100}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23100}" 4
 
-meta rate "$RATE"
-meta duration "$DURATION"
-meta seed "$SEED"
-meta slice_ms "$SLICE_MS"
+meta_vars RATE DURATION SEED SLICE_MS
 
 # run_case WORKLOAD POLICY HOTSPOT [LOAD_FACTOR]: LOAD_FACTOR overrides consistent_hash's
 # bounded load (100 = effectively unbounded, plain consistent hashing).
@@ -43,22 +37,14 @@ run_case() {
         fi
         meta config "$name	$config"
     fi
-    local pids=() urls=() i
-    for i in 0 1 2 3; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}"
-        pids+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
-    pids+=("$GW_PID")
-    wait_routable "$GW_PORT" 4
+    start_fleet "$config"
     local out="$FIG_DATA/${workload}_$name.json"
     echo "[routing_quality] $label" >&2
     run_load "$out" --target "http://127.0.0.1:$GW_PORT" --rate "$RATE" --duration "$DURATION" \
         --workload "$workload" --seed "$SEED" --timeout 30
     save_metrics "$GW_PORT" "${out%.json}.metrics.txt"
     meta case "$label	$out"
-    for i in "${pids[@]}"; do stop_pid "$i"; done
+    stop_fleet
 }
 
 for workload in multiturn hotkey; do

@@ -15,16 +15,9 @@ SLOW_AT="${SLOW_AT:-15}"
 SEED="${SEED:-7}"
 TIME_SCALE="${TIME_SCALE:-0.5}"
 VICTIM="${VICTIM:-1}"
-BASE="${FIG_PORT_BASE:-23300}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23300}" 4
 
-meta rate "$RATE"
-meta duration "$DURATION"
-meta slow_at "$SLOW_AT"
-meta seed "$SEED"
-meta time_scale "$TIME_SCALE"
+meta_vars RATE DURATION SLOW_AT SEED TIME_SCALE
 
 write_config() {
     local config="$1" active="$2"
@@ -52,15 +45,7 @@ run_case() {
     local config="$FIG_DATA/marker_$active.toml"
     write_config "$config" "$active"
     meta config "$label	$config"
-    local pids=() urls=() i
-    for i in 0 1 2 3; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}" --time-scale "$TIME_SCALE"
-        pids+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
-    pids+=("$GW_PID")
-    wait_routable "$GW_PORT" 4
+    start_fleet "$config" --time-scale "$TIME_SCALE"
     echo "[slow_worker_migration] $label" >&2
     local out="$FIG_DATA/multiturn_marker_$active.json"
     start_load "$out" --target "http://127.0.0.1:$GW_PORT" --rate "$RATE" --duration "$DURATION" \
@@ -73,7 +58,7 @@ run_case() {
     wait_load
     save_metrics "$GW_PORT" "$FIG_DATA/multiturn_marker_$active.metrics.txt"
     meta case "$label	$out	sim-$VICTIM	$slow_ms"
-    for i in "${pids[@]}"; do stop_pid "$i"; done
+    stop_fleet
 }
 
 run_case "marker on (filter + migrate)" true

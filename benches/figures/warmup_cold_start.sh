@@ -25,10 +25,7 @@ RUN_SECS="${RUN_SECS:-60}"
 KEEPALIVE_SECS="${KEEPALIVE_SECS:-5}"
 BURST_GAP_SECS="${BURST_GAP_SECS:-8}"
 CASES="${CASES:-none tiers all}"
-BASE="${FIG_PORT_BASE:-23400}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23400}" 4
 # Engine idle threshold in whole real seconds, for the manager's notion of "cold".
 COLD_AFTER_REAL_SECS="$(python3 -c "import math; print(max(1, math.floor($COLD_AFTER_MS * $TIME_SCALE / 1000)))")"
 
@@ -108,24 +105,6 @@ system_prompt() {
     echo "You are assistant $2 for product line m$1. Answer briefly and politely, cite the manual section, never invent part numbers, and hand over to a human for refunds or safety issues."
 }
 
-start_fleet() {
-    local config="$1" i urls=()
-    FLEET_PIDS=()
-    for i in 0 1 2 3; do
-        start_sim "sim-$i" "${SIM_PORTS[$i]}" --model "m$i" --time-scale "$TIME_SCALE" \
-            --cold-start-ms "$COLD_START_MS" --cold-after-ms "$COLD_AFTER_MS"
-        FLEET_PIDS+=("$SIM_PID")
-        urls+=(--worker-url "sim-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
-    FLEET_PIDS+=("$GW_PID")
-    wait_routable "$GW_PORT" 4
-}
-
-stop_fleet() {
-    local pid
-    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
-}
 
 run_case() {
     local case="$1"
@@ -139,7 +118,9 @@ run_case() {
     write_config "$case" "$config" "$window"
     meta config "$case	$config"
     echo "[warmup_cold_start] $case: t0 $(date -u -d "@$t0" +%H:%M:%S), peak window $window" >&2
-    start_fleet "$config"
+    # Sim i serves model m<i>.
+    start_fleet "$config" --model 'm{i}' --time-scale "$TIME_SCALE" \
+        --cold-start-ms "$COLD_START_MS" --cold-after-ms "$COLD_AFTER_MS"
     log_cmd python3 "<driver in warmup_cold_start.sh>" "$case" "$t0"
     drive "$case" "$t0" "$FIG_DATA/$case.json"
     admin GET "$GW_PORT" /admin/warmup >"$FIG_DATA/$case.admin_warmup.json" || true

@@ -24,20 +24,11 @@ MAX_CONCURRENT="${MAX_CONCURRENT:-24}"
 # The shipped ramp holds each level 30 s; 10 s keeps a run under 2 minutes (both runs alike).
 RAMP_HOLD_MS="${RAMP_HOLD_MS:-10000}"
 TENANT_KEY="sk-figures"
-BASE="${FIG_PORT_BASE:-23500}"
-GW_PORT=$BASE
-SIM_PORTS=($((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)) $((BASE + 5)) $((BASE + 6)))
-require_ports "$GW_PORT" "${SIM_PORTS[@]}"
+fleet_ports "${FIG_PORT_BASE:-23500}" 6
 
-meta rate "$RATE"
-meta duration "$DURATION"
-meta add_at "$ADD_AT"
-meta p0_rate "$P0_RATE"
-meta p0_duration "$P0_DURATION"
-meta seed "$SEED"
+meta_vars RATE DURATION ADD_AT P0_RATE P0_DURATION SEED
 meta slow_sims "${SLOW_SIM_FLAGS[*]}"
-meta max_concurrent "$MAX_CONCURRENT"
-meta ramp_hold_ms "$RAMP_HOLD_MS"
+meta_vars MAX_CONCURRENT RAMP_HOLD_MS
 
 write_config() {
     local config="$1" levels="$2" jitter="$3" degradation="$4"
@@ -62,23 +53,9 @@ enabled = $degradation
 EOF
 }
 
+# The two slow sims behind the gateway; the fast ones are added later.
 start_slow_fleet() {
-    local config="$1" i
-    FLEET_PIDS=()
-    local urls=()
-    for i in 0 1; do
-        start_sim "slow-$i" "${SIM_PORTS[$i]}" "${SLOW_SIM_FLAGS[@]}"
-        FLEET_PIDS+=("$SIM_PID")
-        urls+=(--worker-url "slow-$i=http://127.0.0.1:${SIM_PORTS[$i]}")
-    done
-    start_gateway gateway "$GW_PORT" "$config" "${urls[@]}"
-    FLEET_PIDS+=("$GW_PID")
-    wait_routable "$GW_PORT" 2
-}
-
-stop_fleet() {
-    local pid
-    for pid in "${FLEET_PIDS[@]}"; do stop_pid "$pid"; done
+    FLEET_SIZE=2 FLEET_PREFIX=slow start_fleet "$1" "${SLOW_SIM_FLAGS[@]}"
 }
 
 storm_case() {
