@@ -15,24 +15,26 @@ fn runner(args: &[&str], results: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// Two seconds of the in-memory three-node cluster under `nemesis`, plus `extra` flags.
+fn two_second_sim_run(nemesis: &str, extra: &[&str], results: &Path) -> std::process::Output {
+    let mut args = vec![
+        "--cluster",
+        "sim",
+        "--nodes",
+        "3",
+        "--time",
+        "2",
+        "--nemesis",
+        nemesis,
+    ];
+    args.extend_from_slice(extra);
+    runner(&args, results)
+}
+
 #[test]
 fn a_short_run_reports_passes_and_keeps_a_checkable_folder() {
     let base = tempfile::tempdir().unwrap();
-    let out = runner(
-        &[
-            "--cluster",
-            "sim",
-            "--nodes",
-            "3",
-            "--time",
-            "2",
-            "--nemesis",
-            "kill,partition,pause",
-            "--seed",
-            "3",
-        ],
-        base.path(),
-    );
+    let out = two_second_sim_run("kill,partition,pause", &["--seed", "3"], base.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -63,21 +65,9 @@ fn a_short_run_reports_passes_and_keeps_a_checkable_folder() {
 #[test]
 fn a_broken_cluster_fails_the_run() {
     let base = tempfile::tempdir().unwrap();
-    let out = runner(
-        &[
-            "--cluster",
-            "sim",
-            "--nodes",
-            "3",
-            "--time",
-            "2",
-            "--nemesis",
-            "",
-            "--budget-tokens",
-            "2000",
-            "--sim-bugs",
-            "over-admit",
-        ],
+    let out = two_second_sim_run(
+        "",
+        &["--budget-tokens", "2000", "--sim-bugs", "over-admit"],
         base.path(),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -8,7 +8,6 @@
 
 use serde_json::{Map, Value};
 use std::fmt;
-use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::field::RecordFields;
@@ -19,7 +18,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::telemetry::{Exporter, OtlpLayer};
+use crate::telemetry::{Exporter, JsonFieldVisitor, OtlpLayer};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -56,40 +55,6 @@ pub fn init(format: LogFormat, otlp: Option<Exporter>) {
         .init();
 }
 
-/// Collects fields into a JSON object.
-#[derive(Default)]
-struct JsonVisitor(Map<String, Value>);
-
-impl Visit for JsonVisitor {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(
-            field.name().to_string(),
-            Value::String(format!("{value:?}")),
-        );
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0
-            .insert(field.name().to_string(), Value::String(value.to_string()));
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-}
-
 /// Span fields kept as JSON object text, merged when a span records more fields later.
 pub struct JsonFields;
 
@@ -99,7 +64,7 @@ impl<'writer> FormatFields<'writer> for JsonFields {
         mut writer: Writer<'writer>,
         fields: R,
     ) -> fmt::Result {
-        let mut visitor = JsonVisitor::default();
+        let mut visitor = JsonFieldVisitor::default();
         fields.record(&mut visitor);
         write!(writer, "{}", Value::Object(visitor.0))
     }
@@ -109,7 +74,7 @@ impl<'writer> FormatFields<'writer> for JsonFields {
         current: &'writer mut FormattedFields<Self>,
         fields: &tracing::span::Record<'_>,
     ) -> fmt::Result {
-        let mut visitor = JsonVisitor(parse_object(&current.fields));
+        let mut visitor = JsonFieldVisitor(parse_object(&current.fields));
         fields.record(&mut visitor);
         current.fields = Value::Object(visitor.0).to_string();
         Ok(())
@@ -143,7 +108,7 @@ where
         line.insert("timestamp".into(), timestamp.into());
         line.insert("level".into(), event.metadata().level().as_str().into());
         line.insert("target".into(), event.metadata().target().into());
-        let mut fields = JsonVisitor::default();
+        let mut fields = JsonFieldVisitor::default();
         event.record(&mut fields);
         let mut spans = Vec::new();
         if let Some(scope) = ctx.event_scope() {

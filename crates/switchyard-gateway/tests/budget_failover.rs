@@ -8,7 +8,6 @@
 mod common;
 
 use common::*;
-use http::Method;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,33 +16,17 @@ use std::time::{Duration, Instant};
 const TENANT_KEY: &str = "sk-failover-tenant";
 
 async fn cluster_view(base: &str) -> Option<serde_json::Value> {
-    let reply = admin_call(
-        base,
-        ADMIN_KEY,
-        Method::GET,
-        "/admin/cluster",
-        serde_json::Value::Null,
-    )
-    .await;
+    let reply = admin_get(base, ADMIN_KEY, "/admin/cluster").await;
     (reply.status == 200).then(|| reply.json())
 }
 
 async fn ask(base: &str) -> (u16, String) {
-    let reply = send(
-        Method::POST,
-        &format!("{base}/v1/chat/completions"),
-        &[
-            ("authorization", &format!("Bearer {TENANT_KEY}")),
-            ("content-type", "application/json"),
-        ],
-        serde_json::json!({
-            "model": "sim-llama",
-            "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 60,
-        })
-        .to_string(),
-    )
-    .await;
+    let body = serde_json::json!({
+        "model": "sim-llama",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 60,
+    });
+    let reply = tenant_chat(base, TENANT_KEY, &body).await;
     let code = if reply.status == 200 {
         String::new()
     } else {
@@ -54,13 +37,8 @@ async fn ask(base: &str) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_killed_under_load_costs_no_client_a_refusal() {
-    let worker = CaptureWorker::start((3, 60)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
+    let body = format!(
         r#"
-[cluster]
-secret = "failover-test-cluster-secret"
-
 [admission.gates]
 soft_limit = 1.0
 hard_limit = 1.0
@@ -70,18 +48,11 @@ api_key = "{TENANT_KEY}"
 caller = "acme"
 max_priority = "P1"
 tokens_per_day = 100000000
-
-[[workers]]
-name = "w"
-url = "{}"
-models = ["sim-llama"]
-"#,
-        worker.url
+"#
     );
-    let path = dir.path().join("switchyard.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut nodes = spawn_three_replicas(&path, dir.path()).await;
-    let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
+    let mut group = ReplicaGroup::start((3, 60), "failover-test-cluster-secret", &body).await;
+    let bases = group.bases.clone();
+    let nodes = &mut group.nodes;
 
     let formed = eventually(Duration::from_secs(60), || async {
         cluster_view(&bases[0]).await.is_some_and(|view| {

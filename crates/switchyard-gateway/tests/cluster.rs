@@ -15,13 +15,8 @@ const BOB: &str = "bob-key-0123456789ab";
 async fn three_replicas_share_one_budget_and_enforce_the_two_person_rule() {
     // Each answer reports 3 + 8 = 11 tokens, the same as the admission estimate for
     // "hi" with max_tokens 8, so the budget counts whole requests.
-    let worker = CaptureWorker::start((3, 8)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = format!(
+    let body = format!(
         r#"
-[cluster]
-secret = "test-cluster-secret"
-
 [admin]
 keys = [{{ name = "alice", key = "{ALICE}" }}, {{ name = "bob", key = "{BOB}" }}]
 
@@ -30,28 +25,13 @@ api_key = "sk-a"
 caller = "team-a"
 max_priority = "P1"
 tokens_per_day = 110
-
-[[workers]]
-name = "w"
-url = "{}"
-models = ["sim-llama"]
-"#,
-        worker.url
+"#
     );
-    let path = dir.path().join("switchyard.toml");
-    std::fs::write(&path, config).unwrap();
-    let nodes = spawn_three_replicas(&path, dir.path()).await;
-    let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
+    let group = ReplicaGroup::start((3, 8), "test-cluster-secret", &body).await;
+    let bases = &group.bases;
 
     let formed = eventually(Duration::from_secs(30), || async {
-        let status = admin_call(
-            &bases[0],
-            ALICE,
-            Method::GET,
-            "/admin/cluster",
-            serde_json::Value::Null,
-        )
-        .await;
+        let status = admin_get(&bases[0], ALICE, "/admin/cluster").await;
         status.status == 200
             && status.json()["voters"]
                 .as_array()
@@ -102,26 +82,12 @@ models = ["sim-llama"]
     )
     .await;
     assert_eq!(revoke.status, 200, "{}", revoke.body);
-    let listed = admin_call(
-        &bases[0],
-        BOB,
-        Method::GET,
-        "/admin/overrides",
-        serde_json::Value::Null,
-    )
-    .await;
+    let listed = admin_get(&bases[0], BOB, "/admin/overrides").await;
     assert_eq!(listed.json()["overrides"][0]["requester"], "alice");
 
     // Wait until every replica has the budget (seeded from config by the first node up).
     let budgeted = eventually(Duration::from_secs(30), || async {
-        let quota = admin_call(
-            &bases[2],
-            ALICE,
-            Method::GET,
-            "/admin/quota",
-            serde_json::Value::Null,
-        )
-        .await;
+        let quota = admin_get(&bases[2], ALICE, "/admin/quota").await;
         quota.status == 200
             && quota.json()["budgets"]
                 .as_array()
@@ -134,16 +100,7 @@ models = ["sim-llama"]
     let mut served = 0u64;
     let mut refused = 0u64;
     for i in 0..30 {
-        let reply = send(
-            Method::POST,
-            &format!("{}/v1/chat/completions", bases[i % 3]),
-            &[
-                ("authorization", "Bearer sk-a"),
-                ("content-type", "application/json"),
-            ],
-            chat("sim-llama", "hi", false).to_string(),
-        )
-        .await;
+        let reply = tenant_chat(&bases[i % 3], "sk-a", &chat("sim-llama", "hi", false)).await;
         match reply.status.as_u16() {
             200 => served += 1,
             429 | 503 => {
@@ -160,7 +117,8 @@ models = ["sim-llama"]
     );
     assert!(served >= 3, "the budget is usable: only {served} served");
     assert_eq!(served + refused, 30);
-    let forwarded = worker
+    let forwarded = group
+        .worker
         .heads
         .lock()
         .iter()

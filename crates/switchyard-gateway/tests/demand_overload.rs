@@ -10,7 +10,9 @@ use http::Method;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use switchyard_gateway::GatewayHandle;
 use switchyard_gateway::config::AdmissionConfig;
+use switchyard_sim::SimWorker;
 
 const P0_KEY: &str = "sk-urgent";
 const P2_KEY: &str = "sk-batch";
@@ -29,23 +31,24 @@ fn admission() -> AdmissionConfig {
     .unwrap()
 }
 
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find(|line| line.starts_with(series))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0.0)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn demand_overload_with_healthy_workers_sheds_without_the_ramp_and_serves_p0() {
+/// Two sims at half the default pace behind a least-load gateway admitting by `admission`,
+/// and the gateway's chat URL.
+async fn two_slow_sims_behind(
+    admission: AdmissionConfig,
+) -> (Vec<SimWorker>, GatewayHandle, String) {
     let sims = start_sims_scaled(2, 2.0).await;
     let mut config = config_for(&sims, "least_load");
-    config.admission = admission();
+    config.admission = admission;
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
         .await
         .unwrap();
     let url = format!("{}/v1/chat/completions", gateway.base_url());
+    (sims, gateway, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demand_overload_with_healthy_workers_sheds_without_the_ramp_and_serves_p0() {
+    let (_sims, gateway, url) = two_slow_sims_behind(admission()).await;
     let body = chat("sim-llama", "hello there", false).to_string();
 
     // 48 batch clients that retry at once, ignoring Retry-After: far more than 2 slots and
@@ -137,14 +140,14 @@ async fn demand_overload_with_healthy_workers_sheds_without_the_ramp_and_serves_
 
     let metrics = metrics_text(&gateway.base_url()).await;
     assert!(
-        metric(
+        metric_value(
             &metrics,
             "switchyard_admission_detector_verdicts_total{verdict=\"demand_overload\"}"
         ) >= 1.0,
         "the detector saw demand overload"
     );
     assert_eq!(
-        metric(
+        metric_value(
             &metrics,
             "switchyard_admission_state_transitions_total{from=\"normal\",to=\"overloaded\"}"
         ),
@@ -157,17 +160,12 @@ async fn demand_overload_with_healthy_workers_sheds_without_the_ramp_and_serves_
 /// floor first, then grows under saturating demand, and counts each decision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_adaptive_limit_probes_then_grows_under_saturating_demand() {
-    let sims = start_sims_scaled(2, 2.0).await;
-    let mut config = config_for(&sims, "least_load");
-    config.admission = serde_json::from_value(serde_json::json!({
+    let adaptive = serde_json::from_value(serde_json::json!({
         "max_concurrent": 32,
         "adaptive": {"enabled": true, "min_limit": 2, "min_rtt_samples": 10, "update_interval_ms": 100},
     }))
     .unwrap();
-    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
-        .await
-        .unwrap();
-    let url = format!("{}/v1/chat/completions", gateway.base_url());
+    let (_sims, gateway, url) = two_slow_sims_behind(adaptive).await;
     let body = chat("sim-llama", "hello there", false).to_string();
 
     // 24 clients, one request at a time each: more than the two sims run at once (16).
@@ -213,7 +211,7 @@ async fn the_adaptive_limit_probes_then_grows_under_saturating_demand() {
         "{snapshot}"
     );
     let decisions = |decision: &str| {
-        metric(
+        metric_value(
             &metrics,
             &format!("switchyard_admission_adaptive_decisions_total{{decision=\"{decision}\"}}"),
         )

@@ -9,8 +9,8 @@ use common::*;
 use http::Method;
 use http_body_util::BodyExt;
 use std::time::Duration;
-use switchyard_gateway::Config;
-use switchyard_sim::Fault;
+use switchyard_gateway::{Config, GatewayHandle};
+use switchyard_sim::{Fault, SimWorker};
 
 /// Fast health settings so socket tests finish in well under a second per transition.
 fn fast_health(config: &mut Config) {
@@ -27,6 +27,16 @@ fn fast_health(config: &mut Config) {
     health.latency_aware.recover_tpot_p90_ms = 20;
     health.prober.interval_ms = 50;
     health.prober.latency_bound_ms = 500;
+}
+
+/// A round-robin gateway in front of `sims` with [`fast_health`], then `tune`.
+async fn fast_health_gateway(sims: &[SimWorker], tune: impl FnOnce(&mut Config)) -> GatewayHandle {
+    let mut config = config_for(sims, "round_robin");
+    fast_health(&mut config);
+    tune(&mut config);
+    switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
+        .await
+        .unwrap()
 }
 
 async fn admin_workers(base: &str) -> serde_json::Value {
@@ -52,11 +62,7 @@ async fn worker_field(base: &str, name: &str, field: &str) -> serde_json::Value 
 #[tokio::test]
 async fn drain_lets_an_in_flight_stream_finish_and_takes_no_new_requests() {
     let sims = start_sims(2).await;
-    let mut config = config_for(&sims, "round_robin");
-    fast_health(&mut config);
-    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
-        .await
-        .unwrap();
+    let gateway = fast_health_gateway(&sims, |_| {}).await;
     let base = gateway.base_url();
 
     // A long stream on sim-0 (round robin starts there).
@@ -112,11 +118,7 @@ async fn drain_lets_an_in_flight_stream_finish_and_takes_no_new_requests() {
 #[tokio::test]
 async fn a_failing_worker_leaves_routing_and_comes_back() {
     let sims = start_sims(2).await;
-    let mut config = config_for(&sims, "round_robin");
-    fast_health(&mut config);
-    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
-        .await
-        .unwrap();
+    let gateway = fast_health_gateway(&sims, |_| {}).await;
     let base = gateway.base_url();
     sims[0].set_fault(Fault::Error);
     let out = eventually(Duration::from_secs(5), || async {
@@ -148,11 +150,7 @@ async fn a_slow_worker_is_marked_filtered_and_probed_back_and_active_false_clear
     // Real-time sims (5 ms per token): slowed x20 a token takes 100 ms, above the 50 ms
     // TPOT threshold, while normal decoding stays under the 20 ms recovery line.
     let sims = start_sims_scaled(2, 1.0).await;
-    let mut config = config_for(&sims, "round_robin");
-    fast_health(&mut config);
-    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
-        .await
-        .unwrap();
+    let gateway = fast_health_gateway(&sims, |_| {}).await;
     let base = gateway.base_url();
     let url = format!("{base}/v1/chat/completions");
     sims[0].set_fault(Fault::Slow { factor: 20.0 });
@@ -173,27 +171,17 @@ async fn a_slow_worker_is_marked_filtered_and_probed_back_and_active_false_clear
     }
 
     // Switching latency awareness off clears the mark at once; raw figures keep flowing.
-    let reply = send(
-        Method::PUT,
-        &format!("{base}/admin/config"),
-        &[("authorization", &format!("Bearer {ADMIN_KEY}"))],
-        serde_json::json!({"set": {"health.latency_aware.active": false}, "reason": "test"})
-            .to_string(),
-    )
-    .await;
+    let change =
+        serde_json::json!({"set": {"health.latency_aware.active": false}, "reason": "test"});
+    let reply = admin_call(&base, ADMIN_KEY, Method::PUT, "/admin/config", change).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let cleared = eventually(Duration::from_secs(5), || async {
         worker_field(&base, "sim-0", "routability").await == "routable"
     })
     .await;
     assert!(cleared, "{}", admin_workers(&base).await);
-    let reply = send(
-        Method::PUT,
-        &format!("{base}/admin/config"),
-        &[("authorization", &format!("Bearer {ADMIN_KEY}"))],
-        serde_json::json!({"set": {"health.latency_aware.active": true}}).to_string(),
-    )
-    .await;
+    let change = serde_json::json!({"set": {"health.latency_aware.active": true}});
+    let reply = admin_call(&base, ADMIN_KEY, Method::PUT, "/admin/config", change).await;
     assert_eq!(reply.status, 200);
 
     // Back to normal speed: the prober confirms recovery and the mark clears.
@@ -204,9 +192,7 @@ async fn a_slow_worker_is_marked_filtered_and_probed_back_and_active_false_clear
     })
     .await;
     assert!(recovered, "{}", admin_workers(&base).await);
-    let metrics = send(Method::GET, &format!("{base}/metrics"), &[], "")
-        .await
-        .body;
+    let metrics = metrics_text(&base).await;
     assert!(
         metrics.contains("switchyard_worker_ttft_p90_seconds"),
         "raw figures exported"
@@ -217,18 +203,16 @@ async fn a_slow_worker_is_marked_filtered_and_probed_back_and_active_false_clear
 #[tokio::test]
 async fn a_worker_back_from_an_outage_is_not_held_out_for_the_rest_of_its_breaker_period() {
     let sims = start_sims(2).await;
-    let mut config = config_for(&sims, "round_robin");
-    fast_health(&mut config);
     // Health needs 20 failed checks (about a second) to take the worker out, so traffic
     // opens its breaker first; the breaker would then stay open a whole minute.
-    config.health.health.unhealthy_threshold = 20;
-    config.health.health.suspect_interval_ms = 50;
-    config.health.health.healthy_threshold = 3;
-    config.health.breaker.minimum_calls = 4;
-    config.health.breaker.open_ms = 60_000;
-    let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
-        .await
-        .unwrap();
+    let gateway = fast_health_gateway(&sims, |config| {
+        config.health.health.unhealthy_threshold = 20;
+        config.health.health.suspect_interval_ms = 50;
+        config.health.health.healthy_threshold = 3;
+        config.health.breaker.minimum_calls = 4;
+        config.health.breaker.open_ms = 60_000;
+    })
+    .await;
     let base = gateway.base_url();
     let url = format!("{base}/v1/chat/completions");
     sims[0].set_fault(Fault::Error);

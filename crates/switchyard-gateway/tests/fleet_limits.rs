@@ -6,13 +6,9 @@
 mod common;
 
 use common::*;
-use http::Method;
 use std::time::Duration;
 
-const CONFIG: &str = r#"
-[cluster]
-secret = "test-cluster-secret"
-
+const TENANTS: &str = r#"
 # Spend up to the whole limit: this test is about the ledger, not graded shedding.
 [admission.gates]
 soft_limit = 1.0
@@ -33,25 +29,16 @@ max_priority = "P1"
 [[admission.tenants.purposes]]
 purpose = "business"
 tokens_per_day = 110
-
-[[workers]]
-name = "w"
-url = "WORKER_URL"
-models = ["sim-llama"]
 "#;
 
 /// Sends `n` requests of `key` round-robin over the replicas; answers how many were served.
 async fn spend(bases: &[String], key: &str, n: usize) -> u64 {
     let mut served = 0;
     for i in 0..n {
-        let reply = send(
-            Method::POST,
-            &format!("{}/v1/chat/completions", bases[i % bases.len()]),
-            &[
-                ("authorization", &format!("Bearer {key}")),
-                ("content-type", "application/json"),
-            ],
-            chat("sim-llama", "hi", false).to_string(),
+        let reply = tenant_chat(
+            &bases[i % bases.len()],
+            key,
+            &chat("sim-llama", "hi", false),
         )
         .await;
         match reply.status.as_u16() {
@@ -67,24 +54,13 @@ async fn spend(bases: &[String], key: &str, n: usize) -> u64 {
 async fn month_and_purpose_limits_hold_across_three_replicas() {
     // 3 + 8 = 11 tokens per answer, the admission estimate of "hi" with max_tokens 8:
     // each 110-token limit is 10 requests.
-    let worker = CaptureWorker::start((3, 8)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("switchyard.toml");
-    std::fs::write(&path, CONFIG.replace("WORKER_URL", &worker.url)).unwrap();
-    let nodes = spawn_three_replicas(&path, dir.path()).await;
-    let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
+    let group = ReplicaGroup::start((3, 8), "test-cluster-secret", TENANTS).await;
+    let bases = &group.bases;
     // Every replica lists the three pools: the day and month budgets of team-month and the
     // business budget of team-purpose.
-    for base in &bases {
+    for base in bases {
         let seeded = eventually(Duration::from_secs(30), || async {
-            let quota = admin_call(
-                base,
-                ADMIN_KEY,
-                Method::GET,
-                "/admin/quota",
-                serde_json::Value::Null,
-            )
-            .await;
+            let quota = admin_get(base, ADMIN_KEY, "/admin/quota").await;
             quota.status == 200
                 && quota.json()["budgets"]
                     .as_array()
@@ -94,17 +70,17 @@ async fn month_and_purpose_limits_hold_across_three_replicas() {
         assert!(seeded, "budgets not seeded on {base}");
     }
 
-    let month = spend(&bases, "sk-month", 30).await;
+    let month = spend(bases, "sk-month", 30).await;
     assert!(month <= 10, "a 10-request month limit served {month}");
     assert!(month >= 8, "the month limit is usable: only {month} served");
 
-    let purpose = spend(&bases, "sk-purpose", 30).await;
+    let purpose = spend(bases, "sk-purpose", 30).await;
     assert!(purpose <= 10, "a 10-request purpose limit served {purpose}");
     assert!(
         purpose >= 8,
         "the purpose limit is usable: only {purpose} served"
     );
-    drop(nodes);
+    drop(group);
 }
 
 #[tokio::test]

@@ -6,77 +6,22 @@
 mod common;
 
 use common::*;
-use http::Method;
-use http_body_util::BodyExt;
 use std::time::Duration;
 use switchyard_gateway::Config;
 use switchyard_sim::Fault;
 use tokio::time::Instant;
-
-fn metric_value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series))
-        .and_then(|rest| rest.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-async fn metrics(base: &str) -> String {
-    send(Method::GET, &format!("{base}/metrics"), &[], "")
-        .await
-        .body
-}
 
 /// Settings for a fleet of fast sims: known models, quick probes, short first-byte caps.
 fn hang_config(config: &mut Config) {
     for spec in &mut config.workers {
         spec.models = Some(vec!["sim-llama".into()]);
     }
-    config.health.prober.interval_ms = 100;
-    config.health.prober.latency_bound_ms = 1000;
-    config.upstream.first_byte.floor_ms = 300;
-    config.upstream.first_byte.cap_ms = 1500;
-}
-
-async fn worker_state(base: &str, name: &str) -> String {
-    let all = send(
-        Method::GET,
-        &format!("{base}/admin/workers"),
-        &[("authorization", &format!("Bearer {ADMIN_KEY}"))],
-        "",
-    )
-    .await
-    .json();
-    all["workers"]
-        .as_array()
-        .and_then(|w| w.iter().find(|w| w["name"] == name))
-        .and_then(|w| w["state"].as_str())
-        .unwrap_or_default()
-        .to_string()
+    quick_hang_detection(config);
 }
 
 /// One request with a client-side bound; `None` if it got no complete answer in time.
-async fn answered(url: String, stream: bool, bound: Duration) -> Option<(u16, String)> {
-    let body = chat("sim-llama", "hello there", stream).to_string();
-    let exchange = async {
-        let reply = send(
-            Method::POST,
-            &url,
-            &[("content-type", "application/json")],
-            body,
-        )
-        .await;
-        (reply.status.as_u16(), reply.body)
-    };
-    tokio::time::timeout(bound, exchange).await.ok()
-}
-
-fn complete(stream: bool, status: u16, body: &str) -> bool {
-    status == 200
-        && if stream {
-            body.trim_end().ends_with("data: [DONE]") && !body.contains("\"error\"")
-        } else {
-            body.contains("\"usage\"")
-        }
+async fn chat_answered(url: String, stream: bool, bound: Duration) -> Option<(u16, String)> {
+    answered(url, chat("sim-llama", "hello there", stream), bound).await
 }
 
 #[tokio::test]
@@ -88,47 +33,8 @@ async fn an_engine_hang_with_health_200_loses_no_request_and_is_filtered_within_
         .await
         .unwrap();
     let base = gateway.base_url();
-    let url = format!("{base}/v1/chat/completions");
-    for _ in 0..6 {
-        let (status, body) = answered(url.clone(), false, Duration::from_secs(10))
-            .await
-            .unwrap();
-        assert!(complete(false, status, &body), "{status} {body}");
-    }
-
-    sims[0].set_fault(Fault::EngineHang);
-    let hung_at = Instant::now();
-    // Traffic keeps arriving while (and after) the engine hangs: every request is answered.
-    let mut requests = Vec::new();
-    for i in 0..24 {
-        let stream = i % 2 == 0;
-        requests.push((
-            stream,
-            tokio::spawn(answered(url.clone(), stream, Duration::from_secs(10))),
-        ));
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    }
-    let filtered = eventually(Duration::from_secs(2), || async {
-        worker_state(&base, "sim-0").await != "healthy"
-    })
-    .await;
-    let took = hung_at.elapsed();
-    assert!(
-        filtered,
-        "sim-0 still routable {took:?} after its engine hung"
-    );
-    for (i, (stream, request)) in requests.into_iter().enumerate() {
-        let (status, body) = request
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("request {i} got no answer within 10 s"));
-        assert!(
-            complete(stream, status, &body),
-            "request {i}: {status} {body}"
-        );
-    }
-    assert_eq!(worker_state(&base, "sim-0").await, "hung");
-    let text = metrics(&base).await;
+    a_hung_engine_loses_no_request(&base, async { sims[0].set_fault(Fault::EngineHang) }).await;
+    let text = metrics_text(&base).await;
     let moved = metric_value(
         &text,
         "switchyard_attempt_first_byte_total{outcome=\"rescued\"}",
@@ -166,7 +72,7 @@ async fn a_missed_first_byte_deadline_retries_on_another_worker() {
     sims[0].set_fault(Fault::EngineHang);
     for i in 0..4 {
         let started = Instant::now();
-        let (status, body) = answered(url.clone(), i % 2 == 0, Duration::from_secs(10))
+        let (status, body) = chat_answered(url.clone(), i % 2 == 0, Duration::from_secs(10))
             .await
             .expect("answered");
         assert!(complete(i % 2 == 0, status, &body), "{status} {body}");
@@ -177,7 +83,7 @@ async fn a_missed_first_byte_deadline_retries_on_another_worker() {
             started.elapsed()
         );
     }
-    let text = metrics(&base).await;
+    let text = metrics_text(&base).await;
     assert!(
         metric_value(
             &text,
@@ -206,36 +112,12 @@ async fn a_stalled_stream_ends_with_an_error_event_and_no_done() {
     let base = gateway.base_url();
     sims[0].set_fault(Fault::Stall { after_chunks: 3 });
     // A long answer is reserved (over 1000 tokens) and only three tokens ever stream.
-    let mut request = chat("sim-llama", "hello", true);
-    request["max_tokens"] = serde_json::json!(1000);
-    let response = open(
-        Method::POST,
-        &format!("{base}/v1/chat/completions"),
-        &[("content-type", "application/json")],
-        request.to_string(),
-    )
-    .await;
-    assert_eq!(response.status(), 200);
-    let mut body = response.into_body();
-    let mut text = String::new();
-    let mut last_chunk_at = Instant::now();
-    let mut error_after = None;
-    let read = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(frame) = body.frame().await {
-            let Ok(frame) = frame else { break };
-            if let Some(data) = frame.data_ref() {
-                let piece = String::from_utf8_lossy(data);
-                if piece.contains("\"error\"") {
-                    error_after = Some(last_chunk_at.elapsed());
-                } else {
-                    last_chunk_at = Instant::now();
-                }
-                text.push_str(&piece);
-            }
-        }
-    })
-    .await;
-    assert!(read.is_ok(), "the stream ends: {text}");
+    let StreamRead {
+        ended,
+        text,
+        error_after,
+    } = long_stream(&base, &[]).await;
+    assert!(ended, "the stream ends: {text}");
     let error_after = error_after.unwrap_or_else(|| panic!("no error event: {text}"));
     assert!(
         error_after < Duration::from_millis(1500),
@@ -243,15 +125,14 @@ async fn a_stalled_stream_ends_with_an_error_event_and_no_done() {
     );
     assert!(text.contains("upstream_stream_stalled"), "{text}");
     assert!(!text.contains("[DONE]"), "never a fake [DONE]: {text}");
-    let tail = text.rsplit("\n\n").find(|e| !e.is_empty()).unwrap();
+    let tail = last_event(&text);
     assert!(
         tail.contains("\"error\""),
         "the error event is last: {text}"
     );
-    let error: serde_json::Value =
-        serde_json::from_str(tail.trim().strip_prefix("data: ").unwrap()).unwrap();
+    let error: serde_json::Value = serde_json::from_str(tail).unwrap();
     assert_eq!(error["error"]["type"], "upstream_error");
-    let text = metrics(&base).await;
+    let text = metrics_text(&base).await;
     assert_eq!(
         metric_value(
             &text,
@@ -282,7 +163,7 @@ async fn a_killed_worker_costs_no_request_arriving_a_second_later() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut requests = Vec::new();
     for _ in 0..30 {
-        requests.push(tokio::spawn(answered(
+        requests.push(tokio::spawn(chat_answered(
             url.clone(),
             false,
             Duration::from_secs(10),

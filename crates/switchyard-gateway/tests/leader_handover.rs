@@ -6,20 +6,26 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 use std::time::Duration;
+use switchyard_gateway::GatewayHandle;
 use switchyard_gateway::cluster::ClusterMember;
 use switchyard_gateway::lifecycle::{DrainPlan, Handover};
+use switchyard_sim::SimWorker;
 
-fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
+/// Stops the leader's intake at once, drains for 1 s and hands leadership over within 10 s.
+const HANDOVER_PLAN: DrainPlan = DrainPlan {
+    accept: Duration::ZERO,
+    drain: Duration::from_secs(1),
+    handover: Duration::from_secs(10),
+};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_draining_leader_hands_leadership_to_a_follower() {
-    let sims = start_sims(1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3).map(|_| free_addr()).collect();
+/// Three in-process gateways in front of `sims`, one Raft group with a static member list
+/// (data under `dir`), once they agree on a leader.
+async fn three_in_one_group(sims: &[SimWorker], dir: &Path) -> Vec<GatewayHandle> {
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
     let members: Vec<ClusterMember> = addrs
         .iter()
         .enumerate()
@@ -30,40 +36,37 @@ async fn a_draining_leader_hands_leadership_to_a_follower() {
         .collect();
     let mut gateways = Vec::new();
     for (i, addr) in addrs.iter().enumerate() {
-        let mut config = config_for(&sims, "round_robin");
+        let mut config = config_for(sims, "round_robin");
         config.cluster.node_id = i as u64 + 1;
         config.cluster.raft_addr = addr.clone();
         config.cluster.secret = "handover-test-secret".into();
         config.cluster.members = members.clone();
-        config.cluster.data_dir = dir.path().join(format!("n{i}")).display().to_string();
+        config.cluster.data_dir = dir.join(format!("n{i}")).display().to_string();
         gateways.push(switchyard_gateway::start(config, None).await.unwrap());
     }
-    let leader_of = |gateway: &switchyard_gateway::GatewayHandle| {
-        gateway.state().cluster.as_ref().unwrap().status().leader
-    };
     let formed = eventually(Duration::from_secs(30), || async {
         let leaders: Vec<_> = gateways.iter().map(leader_of).collect();
         leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0])
     })
     .await;
     assert!(formed, "the group never agreed on a leader");
-    let old = leader_of(&gateways[0]).unwrap();
-    let index = gateways
-        .iter()
-        .position(|g| g.state().cluster.as_ref().unwrap().id() == old)
-        .unwrap();
-    let leader = gateways.remove(index);
+    gateways
+}
 
-    let plan = DrainPlan {
-        accept: Duration::ZERO,
-        drain: Duration::from_secs(1),
-        handover: Duration::from_secs(10),
-    };
-    let outcome = leader.drain_and_stop(plan).await;
-    let Handover::HandedOver(successor) = outcome else {
-        panic!("leadership was not handed over: {outcome:?}");
-    };
-    assert_ne!(successor, old);
+fn leader_of(gateway: &GatewayHandle) -> Option<u64> {
+    gateway.state().cluster.as_ref().unwrap().status().leader
+}
+
+/// Where node `id` is among `gateways`.
+fn index_of(gateways: &[GatewayHandle], id: u64) -> usize {
+    gateways
+        .iter()
+        .position(|g| g.state().cluster.as_ref().unwrap().id() == id)
+        .unwrap()
+}
+
+/// Every survivor follows `successor`; then they stop.
+async fn survivors_follow(gateways: Vec<GatewayHandle>, successor: u64) {
     let agreed = eventually(Duration::from_secs(10), || async {
         gateways.iter().all(|g| leader_of(g) == Some(successor))
     })
@@ -74,6 +77,23 @@ async fn a_draining_leader_hands_leadership_to_a_follower() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_leader_hands_leadership_to_a_follower() {
+    let sims = start_sims(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut gateways = three_in_one_group(&sims, dir.path()).await;
+    let old = leader_of(&gateways[0]).unwrap();
+    let index = index_of(&gateways, old);
+    let leader = gateways.remove(index);
+
+    let outcome = leader.drain_and_stop(HANDOVER_PLAN).await;
+    let Handover::HandedOver(successor) = outcome else {
+        panic!("leadership was not handed over: {outcome:?}");
+    };
+    assert_ne!(successor, old);
+    survivors_follow(gateways, successor).await;
+}
+
 /// Steady ledger writes from every replica keep reaching the leader while it steps down. Each
 /// replicated write would refresh the followers' lease and hold the election off, so a
 /// stepping-down leader must stop taking them (they wait and go to the successor).
@@ -81,34 +101,7 @@ async fn a_draining_leader_hands_leadership_to_a_follower() {
 async fn a_leader_hands_over_under_steady_write_traffic() {
     let sims = start_sims(1).await;
     let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3).map(|_| free_addr()).collect();
-    let members: Vec<ClusterMember> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, addr)| ClusterMember {
-            id: i as u64 + 1,
-            addr: addr.clone(),
-        })
-        .collect();
-    let mut gateways = Vec::new();
-    for (i, addr) in addrs.iter().enumerate() {
-        let mut config = config_for(&sims, "round_robin");
-        config.cluster.node_id = i as u64 + 1;
-        config.cluster.raft_addr = addr.clone();
-        config.cluster.secret = "handover-test-secret".into();
-        config.cluster.members = members.clone();
-        config.cluster.data_dir = dir.path().join(format!("n{i}")).display().to_string();
-        gateways.push(switchyard_gateway::start(config, None).await.unwrap());
-    }
-    let leader_of = |gateway: &switchyard_gateway::GatewayHandle| {
-        gateway.state().cluster.as_ref().unwrap().status().leader
-    };
-    let formed = eventually(Duration::from_secs(30), || async {
-        let leaders: Vec<_> = gateways.iter().map(leader_of).collect();
-        leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0])
-    })
-    .await;
-    assert!(formed, "the group never agreed on a leader");
+    let mut gateways = three_in_one_group(&sims, dir.path()).await;
     let old = leader_of(&gateways[0]).unwrap();
 
     // Four writers on each replica, each writing again 20 ms after its last write committed:
@@ -141,18 +134,10 @@ async fn a_leader_hands_over_under_steady_write_traffic() {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let index = gateways
-        .iter()
-        .position(|g| g.state().cluster.as_ref().unwrap().id() == old)
-        .unwrap();
+    let index = index_of(&gateways, old);
     let leader = gateways.remove(index);
-    let plan = DrainPlan {
-        accept: Duration::ZERO,
-        drain: Duration::from_secs(1),
-        handover: Duration::from_secs(10),
-    };
     let started = std::time::Instant::now();
-    let outcome = leader.drain_and_stop(plan).await;
+    let outcome = leader.drain_and_stop(HANDOVER_PLAN).await;
     let took = started.elapsed();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     // (ok, failed) per replica.
@@ -179,14 +164,7 @@ async fn a_leader_hands_over_under_steady_write_traffic() {
             );
         }
     }
-    let agreed = eventually(Duration::from_secs(10), || async {
-        gateways.iter().all(|g| leader_of(g) == Some(successor))
-    })
-    .await;
-    assert!(agreed, "the survivors do not follow node {successor}");
-    for gateway in gateways {
-        gateway.shutdown().await;
-    }
+    survivors_follow(gateways, successor).await;
 }
 
 /// Distinct keys per writer task.

@@ -10,13 +10,6 @@ use switchyard_sim::Fault;
 use switchyard_workers::WorkerSpec;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn metric_value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series))
-        .and_then(|rest| rest.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test]
 async fn a_failing_worker_is_retried_on_a_different_one() {
     let sims = start_sims(3).await;

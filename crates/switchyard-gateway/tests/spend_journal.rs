@@ -8,15 +8,11 @@
 mod common;
 
 use common::*;
-use http::Method;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-const CONFIG: &str = r#"
-[cluster]
-secret = "test-cluster-secret"
-
+const TENANTS: &str = r#"
 # Spend up to the whole limit: this test is about the ledger, not graded shedding.
 [admission.gates]
 soft_limit = 1.0
@@ -27,25 +23,13 @@ api_key = "sk-journal"
 caller = "team-journal"
 max_priority = "P1"
 tokens_per_day = 2000000
-
-[[workers]]
-name = "w"
-url = "WORKER_URL"
-models = ["sim-llama"]
 "#;
 
 /// Tokens per answer: the capture worker reports 3 prompt + 8 completion tokens.
 const TOKENS_PER_ANSWER: u64 = 11;
 
 async fn quota(base: &str) -> serde_json::Value {
-    let reply = admin_call(
-        base,
-        ADMIN_KEY,
-        Method::GET,
-        "/admin/quota",
-        serde_json::Value::Null,
-    )
-    .await;
+    let reply = admin_get(base, ADMIN_KEY, "/admin/quota").await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     reply.json()["budgets"]
         .as_array()
@@ -64,38 +48,13 @@ fn metric(text: &str, name: &str) -> u64 {
         .map_or(0, |v| v as u64)
 }
 
-fn replica_args(config: &str, id: u64, raft: &str, data: &str, join: Option<&str>) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--config",
-        config,
-        "--node-id",
-        &id.to_string(),
-        "--raft-addr",
-        raft,
-        "--data-dir",
-        data,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(join) = join {
-        args.extend(["--join".to_string(), join.to_string()]);
-    }
-    args
-}
-
-async fn spawn(args: &[String]) -> GatewayProcess {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    GatewayProcess::spawn(&args).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkilled_replica_reports_its_lease_from_the_journal_after_restart() {
     let worker = CaptureWorker::start((3, 8)).await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
-    std::fs::write(&config, CONFIG.replace("WORKER_URL", &worker.url)).unwrap();
-    let config = config.to_str().unwrap().to_string();
+    let text = group_config("test-cluster-secret", TENANTS, &worker.url);
+    std::fs::write(&config, text).unwrap();
     let rafts: Vec<String> = (0..3)
         .map(|_| format!("127.0.0.1:{}", free_port()))
         .collect();
@@ -107,13 +66,13 @@ async fn a_sigkilled_replica_reports_its_lease_from_the_journal_after_restart() 
             &config,
             id,
             &rafts[id as usize - 1],
-            data.to_str().unwrap(),
+            &data,
             join,
         ));
     }
     let mut nodes = Vec::new();
     for args in &all_args {
-        nodes.push(spawn(args).await);
+        nodes.push(GatewayProcess::spawn_with(args).await);
     }
     let bases: Vec<String> = nodes.iter().map(|n| n.base_url.clone()).collect();
     for base in &bases {
@@ -134,16 +93,8 @@ async fn a_sigkilled_replica_reports_its_lease_from_the_journal_after_restart() 
         let (victim, acked) = (victim.clone(), acked.clone());
         clients.push(tokio::spawn(async move {
             for _ in 0..150 {
-                let reply = send(
-                    Method::POST,
-                    &format!("{victim}/v1/chat/completions"),
-                    &[
-                        ("authorization", "Bearer sk-journal"),
-                        ("content-type", "application/json"),
-                    ],
-                    chat("sim-llama", "hi", false).to_string(),
-                )
-                .await;
+                let reply =
+                    tenant_chat(&victim, "sk-journal", &chat("sim-llama", "hi", false)).await;
                 assert_eq!(reply.status, 200, "{}", reply.body);
                 acked.fetch_add(TOKENS_PER_ANSWER, Ordering::SeqCst);
             }
@@ -162,7 +113,7 @@ async fn a_sigkilled_replica_reports_its_lease_from_the_journal_after_restart() 
     }
     let acked = acked.load(Ordering::SeqCst);
 
-    let restarted = spawn(&all_args[2]).await;
+    let restarted = GatewayProcess::spawn_with(&all_args[2]).await;
     let reported = eventually(Duration::from_secs(30), || async {
         metric(
             &metrics_text(&restarted.base_url).await,

@@ -7,7 +7,6 @@ mod sim_process;
 
 use common::*;
 use http::Method;
-use http_body_util::BodyExt;
 use serde_json::json;
 use sim_process::{SimProcess, spawn_sims};
 use std::time::Duration;
@@ -29,49 +28,6 @@ fn config_for_processes(sims: &[SimProcess]) -> Config {
     config.routing.policy = "round_robin".into();
     config.workers = sims.iter().map(SimProcess::spec).collect();
     config
-}
-
-fn metric_value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series))
-        .and_then(|rest| rest.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// One chat request with a client-side bound; `None` if no complete exchange in time.
-async fn answered(url: String, body: serde_json::Value, bound: Duration) -> Option<(u16, String)> {
-    let exchange = async {
-        let reply = send(
-            Method::POST,
-            &url,
-            &[("content-type", "application/json")],
-            body.to_string(),
-        )
-        .await;
-        (reply.status.as_u16(), reply.body)
-    };
-    tokio::time::timeout(bound, exchange).await.ok()
-}
-
-fn complete(stream: bool, status: u16, body: &str) -> bool {
-    status == 200
-        && if stream {
-            body.trim_end().ends_with("data: [DONE]") && !body.contains("\"error\"")
-        } else {
-            body.contains("\"usage\"")
-        }
-}
-
-async fn worker_state(base: &str, name: &str) -> String {
-    let all = admin_call(base, ADMIN_KEY, Method::GET, "/admin/workers", json!(null))
-        .await
-        .json();
-    all["workers"]
-        .as_array()
-        .and_then(|w| w.iter().find(|w| w["name"] == name))
-        .and_then(|w| w["state"].as_str())
-        .unwrap_or_default()
-        .to_string()
 }
 
 #[tokio::test]
@@ -145,53 +101,12 @@ async fn a_worker_killed_with_sigkill_costs_no_request_arriving_a_second_later()
 async fn an_engine_hang_in_a_worker_process_loses_no_request_and_is_filtered_within_2s() {
     let sims = spawn_sims(3, 0.05, ENTRY).await;
     let mut config = config_for_processes(&sims);
-    config.health.prober.interval_ms = 100;
-    config.health.prober.latency_bound_ms = 1000;
-    config.upstream.first_byte.floor_ms = 300;
-    config.upstream.first_byte.cap_ms = 1500;
+    quick_hang_detection(&mut config);
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
         .await
         .unwrap();
-    let base = gateway.base_url();
-    let url = format!("{base}/v1/chat/completions");
-    for _ in 0..6 {
-        let body = chat("sim-llama", "hello there", false);
-        let (status, text) = answered(url.clone(), body, Duration::from_secs(10))
-            .await
-            .unwrap();
-        assert!(complete(false, status, &text), "{status} {text}");
-    }
-
-    sims[0].set_fault(json!({"mode": "engine_hang"})).await;
-    let hung_at = Instant::now();
-    let mut requests = Vec::new();
-    for i in 0..24 {
-        let stream = i % 2 == 0;
-        let body = chat("sim-llama", "hello there", stream);
-        let task = tokio::spawn(answered(url.clone(), body, Duration::from_secs(10)));
-        requests.push((stream, task));
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    }
-    let filtered = eventually(Duration::from_secs(2), || async {
-        worker_state(&base, "sim-0").await != "healthy"
-    })
-    .await;
-    let took = hung_at.elapsed();
-    assert!(
-        filtered,
-        "sim-0 still routable {took:?} after its engine hung"
-    );
-    for (i, (stream, task)) in requests.into_iter().enumerate() {
-        let (status, body) = task
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("request {i} got no answer within 10 s"));
-        assert!(
-            complete(stream, status, &body),
-            "request {i}: {status} {body}"
-        );
-    }
-    assert_eq!(worker_state(&base, "sim-0").await, "hung");
+    let hang = sims[0].set_fault(json!({"mode": "engine_hang"}));
+    a_hung_engine_loses_no_request(&gateway.base_url(), hang).await;
 }
 
 #[tokio::test]
@@ -214,39 +129,13 @@ async fn a_stream_stalled_by_a_worker_process_ends_in_an_error_counted_once_and_
         .set_fault(json!({"mode": "stall", "after_chunks": 3}))
         .await;
     // A long answer is reserved (over 1000 tokens) and only three tokens ever stream.
-    let mut request = chat("sim-llama", "hello", true);
-    request["max_tokens"] = json!(1000);
-    let response = open(
-        Method::POST,
-        &format!("{base}/v1/chat/completions"),
-        &[
-            ("content-type", "application/json"),
-            ("authorization", &format!("Bearer {KEY}")),
-        ],
-        request.to_string(),
-    )
-    .await;
-    assert_eq!(response.status(), 200);
-    let mut body = response.into_body();
-    let mut text = String::new();
-    let mut last_chunk_at = Instant::now();
-    let mut error_after = None;
-    let read = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(frame) = body.frame().await {
-            let Ok(frame) = frame else { break };
-            if let Some(data) = frame.data_ref() {
-                let piece = String::from_utf8_lossy(data);
-                if piece.contains("\"error\"") {
-                    error_after = Some(last_chunk_at.elapsed());
-                } else {
-                    last_chunk_at = Instant::now();
-                }
-                text.push_str(&piece);
-            }
-        }
-    })
-    .await;
-    assert!(read.is_ok(), "the stream ends: {text}");
+    let auth = format!("Bearer {KEY}");
+    let StreamRead {
+        ended,
+        text,
+        error_after,
+    } = long_stream(&base, &[("authorization", &auth)]).await;
+    assert!(ended, "the stream ends: {text}");
     let error_after = error_after.unwrap_or_else(|| panic!("no error event: {text}"));
     eprintln!("error event {error_after:?} after the last chunk (idle timeout 0.5 s)");
     // Within idle_timeout (0.5 s) + 1 s of the last chunk.
@@ -258,9 +147,7 @@ async fn a_stream_stalled_by_a_worker_process_ends_in_an_error_counted_once_and_
         !text.contains("[DONE]"),
         "never a [DONE] after an error: {text}"
     );
-    let tail = text.rsplit("\n\n").find(|e| !e.is_empty()).unwrap();
-    let error: serde_json::Value =
-        serde_json::from_str(tail.trim().strip_prefix("data: ").unwrap()).unwrap();
+    let error: serde_json::Value = serde_json::from_str(last_event(&text)).unwrap();
     assert_eq!(error["error"]["code"], "upstream_stream_stalled", "{text}");
 
     let metrics = metrics_text(&base).await;

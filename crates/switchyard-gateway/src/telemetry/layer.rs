@@ -11,9 +11,7 @@
 //! disabled at their call sites and cost the request path nothing.
 
 use serde_json::{Map, Value};
-use std::fmt;
 use std::time::SystemTime;
-use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
@@ -21,6 +19,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::encode::{SpanKind, SpanRecord};
 use super::export::Exporter;
+use super::fields::JsonFieldVisitor;
 use super::ids::new_span_id;
 
 /// The spans exported, with their kind.
@@ -65,31 +64,6 @@ struct Open {
     record: SpanRecord,
 }
 
-#[derive(Default)]
-struct Fields(Map<String, Value>);
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0
-            .insert(field.name().to_string(), format!("{value:?}").into());
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().to_string(), value.into());
-    }
-}
-
 /// A hex id of `len` digits from a field, if it is one (lowercase, not all zeros).
 fn take_id(fields: &mut Map<String, Value>, key: &str, len: usize) -> Option<String> {
     let value = fields.remove(key)?;
@@ -119,7 +93,7 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
-        let mut fields = Fields::default();
+        let mut fields = JsonFieldVisitor::default();
         attrs.record(&mut fields);
         let mut fields = fields.0;
         let inherited = span.scope().skip(1).find_map(|ancestor| {
@@ -160,7 +134,7 @@ where
         let Some(open) = extensions.get_mut::<Open>() else {
             return;
         };
-        let mut fields = Fields(std::mem::take(&mut open.record.attributes));
+        let mut fields = JsonFieldVisitor(std::mem::take(&mut open.record.attributes));
         values.record(&mut fields);
         open.record.attributes = fields.0;
     }

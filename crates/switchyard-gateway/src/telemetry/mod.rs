@@ -12,9 +12,11 @@
 
 mod encode;
 mod export;
+mod fields;
 mod ids;
 mod layer;
 
 pub use export::{Exporter, OtlpOptions, TelemetryCounters, counters};
+pub(crate) use fields::JsonFieldVisitor;
 pub use ids::new_span_id;
 pub use layer::{EXPORTED_SPANS, OtlpLayer};

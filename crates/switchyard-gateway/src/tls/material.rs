@@ -205,6 +205,30 @@ impl CaSource {
     }
 }
 
+/// The handshake-signature methods the server and the client verifier traits share, answered
+/// by the current bundle's verifier for that end.
+macro_rules! handshake_signatures {
+    ($end:ident) => {
+        handshake_signatures!($end: verify_tls12_signature, verify_tls13_signature);
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.current.load().$end.supported_verify_schemes()
+        }
+    };
+    ($end:ident: $($method:ident),+) => {
+        $(
+            fn $method(
+                &self,
+                message: &[u8],
+                cert: &CertificateDer<'_>,
+                dss: &DigitallySignedStruct,
+            ) -> Result<HandshakeSignatureValid, rustls::Error> {
+                self.current.load().$end.$method(message, cert, dss)
+            }
+        )+
+    };
+}
+
 impl ServerCertVerifier for CaSource {
     fn verify_server_cert(
         &self,
@@ -223,37 +247,7 @@ impl ServerCertVerifier for CaSource {
         )
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        ServerCertVerifier::verify_tls12_signature(
-            self.current.load().servers.as_ref(),
-            message,
-            cert,
-            dss,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        ServerCertVerifier::verify_tls13_signature(
-            self.current.load().servers.as_ref(),
-            message,
-            cert,
-            dss,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        ServerCertVerifier::supported_verify_schemes(self.current.load().servers.as_ref())
-    }
+    handshake_signatures!(servers);
 }
 
 impl ClientCertVerifier for CaSource {
@@ -278,31 +272,5 @@ impl ClientCertVerifier for CaSource {
             .verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .clients
-            .verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .clients
-            .verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.current.load().clients.supported_verify_schemes()
-    }
+    handshake_signatures!(clients);
 }
