@@ -32,8 +32,7 @@ fn with_tenants(mut config: Config, tenants: Vec<serde_json::Value>) -> Config {
 #[tokio::test]
 async fn unknown_callers_get_401_before_their_body_is_read_and_tags_reach_the_worker() {
     let worker = CaptureWorker::start((10, 5)).await;
-    let mut config = config_for(&[], "round_robin");
-    config.workers = vec![worker.spec("w")];
+    let mut config = worker.config();
     config.server.max_body_bytes = 1024;
     let config = with_tenants(config, vec![tenant("sk-a", "team-a", Priority::P1, None)]);
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
@@ -108,10 +107,8 @@ async fn unknown_callers_get_401_before_their_body_is_read_and_tags_reach_the_wo
 async fn the_budget_is_spent_by_real_usage_and_refused_with_429_and_retry_after() {
     // Each answer reports 400 + 200 = 600 tokens, far above the small estimate.
     let worker = CaptureWorker::start((400, 200)).await;
-    let mut config = config_for(&[], "round_robin");
-    config.workers = vec![worker.spec("w")];
     let config = with_tenants(
-        config,
+        worker.config(),
         vec![tenant("sk-a", "team-a", Priority::P1, Some(1000))],
     );
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))

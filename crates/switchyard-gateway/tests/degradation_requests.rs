@@ -17,10 +17,8 @@ use warmup_support::{admin, chain, chat_as, chat_body, start, with_tenants};
 async fn one_tenant_at_its_limit_degrades_alone_and_a_spent_fleet_degrades_everyone() {
     // Every answer reports 960 + 10 = 970 tokens: 97 % of a 1000-token day at once.
     let worker = CaptureWorker::start((960, 10)).await;
-    let mut config = config_for(&[], "round_robin");
-    config.workers = vec![worker.spec("w")];
     let config = with_tenants(
-        config,
+        worker.config(),
         json!([
             {"api_key": "sk-hot", "caller": "hot", "tokens_per_day": 1000},
             {"api_key": "sk-big", "caller": "big", "tokens_per_day": 1000},
@@ -81,10 +79,8 @@ async fn a_tenant_past_its_limit_is_never_served_another_tenants_or_other_parame
 {
     // Every answer reports 970 tokens: one answer takes `hot` to 97 % of its 1000-token day.
     let worker = CaptureWorker::start((960, 10)).await;
-    let mut config = config_for(&[], "round_robin");
-    config.workers = vec![worker.spec("w")];
     let config = with_tenants(
-        config,
+        worker.config(),
         json!([
             {"api_key": "sk-hot", "caller": "hot", "tokens_per_day": 1000},
             {"api_key": "sk-free", "caller": "free"},

@@ -68,13 +68,7 @@ async fn drain_lets_an_in_flight_stream_finish_and_takes_no_new_requests() {
     // A long stream on sim-0 (round robin starts there).
     let mut long = chat("sim-llama", "a long story", true);
     long["max_tokens"] = 200.into();
-    let response = open(
-        Method::POST,
-        &format!("{base}/v1/chat/completions"),
-        &[("content-type", "application/json")],
-        long.to_string(),
-    )
-    .await;
+    let response = open_chat(&base, &long).await;
     assert_eq!(response.headers()["x-switchyard-worker"], "sim-0");
     let reply = send(
         Method::DELETE,

@@ -6,30 +6,16 @@
 mod common;
 
 use common::*;
-use http::Method;
 use http_body_util::BodyExt;
 use std::time::Duration;
-use switchyard_sim::{SimConfig, SimWorker};
+use switchyard_sim::SimWorker;
 
 const STREAMS: usize = 50;
 /// 1200 tokens at 5 ms each: every stream lasts about six seconds.
 const STREAM_TOKENS: u64 = 1200;
 
 async fn roomy_sims() -> Vec<SimWorker> {
-    let mut sims = Vec::new();
-    for i in 0..2 {
-        let config = SimConfig {
-            name: format!("sim-{i}"),
-            max_running: STREAMS,
-            ..SimConfig::default()
-        };
-        sims.push(
-            SimWorker::start(config, "127.0.0.1:0".parse().unwrap())
-                .await
-                .unwrap(),
-        );
-    }
-    sims
+    start_sims_with(2, |config| config.max_running = STREAMS).await
 }
 
 async fn ready_status(base: &str) -> Option<(u16, String)> {
@@ -80,13 +66,7 @@ async fn sigterm_drains_fifty_streams_with_readiness_off() {
     for i in 0..STREAMS {
         let mut request = chat("sim-llama", &format!("story number {i}"), true);
         request["max_tokens"] = STREAM_TOKENS.into();
-        let response = open(
-            Method::POST,
-            &format!("{base}/v1/chat/completions"),
-            &[("content-type", "application/json")],
-            request.to_string(),
-        )
-        .await;
+        let response = open_chat(&base, &request).await;
         assert_eq!(response.status(), 200);
         bodies.push(response.into_body());
     }

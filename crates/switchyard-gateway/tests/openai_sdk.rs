@@ -9,10 +9,6 @@ use common::*;
 
 #[tokio::test]
 async fn the_openai_sdk_calls_work_through_the_gateway() {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../benches/e2e/openai_sdk_check.py"
-    );
     let probe = tokio::process::Command::new("python3")
         .args(["-c", "import openai"])
         .output()
@@ -27,18 +23,7 @@ async fn the_openai_sdk_calls_work_through_the_gateway() {
     let gateway = switchyard_gateway::start(config_for(&sims, "cache_aware"), None)
         .await
         .unwrap();
-    let output = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        tokio::process::Command::new("python3")
-            .args([script, &gateway.base_url(), "sim-llama"])
-            .output(),
-    )
-    .await
-    .expect("the SDK script finished")
-    .expect("python3 ran");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let stdout = openai_sdk_check(&[&gateway.base_url(), "sim-llama"]).await;
     assert!(stdout.contains("embeddings ok"), "{stdout}");
     eprintln!("{stdout}");
 }

@@ -65,13 +65,7 @@ async fn streaming_is_passed_through_chunk_by_chunk() {
 
     let mut request = chat("sim-llama", "tell me a story", true);
     request["max_tokens"] = 40.into();
-    let response = open(
-        Method::POST,
-        &format!("{}/v1/chat/completions", gateway.base_url),
-        &[("content-type", "application/json")],
-        request.to_string(),
-    )
-    .await;
+    let response = open_chat(&gateway.base_url, &request).await;
     assert_eq!(response.status(), 200);
     assert!(
         response.headers()["content-type"]
@@ -112,13 +106,7 @@ async fn client_disconnect_mid_stream_cancels_the_upstream_request() {
 
     let mut request = chat("sim-llama", "a very long answer please", true);
     request["max_tokens"] = 2000.into();
-    let response = open(
-        Method::POST,
-        &format!("{}/v1/chat/completions", gateway.base_url),
-        &[("content-type", "application/json")],
-        request.to_string(),
-    )
-    .await;
+    let response = open_chat(&gateway.base_url, &request).await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
     let first = body.frame().await.unwrap().unwrap();

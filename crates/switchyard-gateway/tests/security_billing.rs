@@ -112,8 +112,7 @@ async fn a_client_that_asked_for_usage_still_gets_it() {
 #[tokio::test]
 async fn max_tokens_beyond_the_cap_is_a_400_and_reaches_no_worker() {
     let worker = CaptureWorker::start((1, 1)).await;
-    let mut config = config_for(&[], "round_robin");
-    config.workers = vec![worker.spec("w")];
+    let mut config = worker.config();
     config.limits.max_output_tokens = 4096;
     let gateway = switchyard_gateway::start(config, Some(ADMIN_KEY.into()))
         .await

@@ -301,22 +301,7 @@ async fn curl_and_the_openai_sdk_work_over_tls_with_the_local_ca() {
     }
 
     if available("python3", &["-c", "import openai"]).await {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../benches/e2e/openai_sdk_check.py"
-        );
-        let output = tokio::time::timeout(
-            Duration::from_secs(60),
-            tokio::process::Command::new("python3")
-                .args([script, &base, "sim-llama", &ca])
-                .output(),
-        )
-        .await
-        .expect("the SDK script finished")
-        .expect("python3 ran");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{stdout}\n{stderr}");
+        let stdout = openai_sdk_check(&[&base, "sim-llama", &ca]).await;
         assert!(
             stdout.contains("over TLS") && stdout.contains("embeddings ok"),
             "{stdout}"

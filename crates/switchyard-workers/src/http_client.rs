@@ -130,6 +130,20 @@ pub(crate) enum FetchError {
     TooLarge(usize),
 }
 
+/// Sends `request`; a refused or unreachable worker is told apart from a broken exchange.
+pub(crate) async fn send(
+    client: &HttpClient,
+    request: Request<Full<Bytes>>,
+) -> Result<http::Response<hyper::body::Incoming>, FetchError> {
+    client.request(request).await.map_err(|e| {
+        if e.is_connect() {
+            FetchError::Connect(e.to_string())
+        } else {
+            FetchError::Transport(e.to_string())
+        }
+    })
+}
+
 /// Sends `request` and reads the whole body (at most `max_body` bytes), bounded by
 /// `timeout` end to end. Any status is returned; the caller decides what it means.
 pub(crate) async fn fetch(
@@ -139,13 +153,7 @@ pub(crate) async fn fetch(
     max_body: usize,
 ) -> Result<(http::StatusCode, Bytes), FetchError> {
     let exchange = async {
-        let response = client.request(request).await.map_err(|e| {
-            if e.is_connect() {
-                FetchError::Connect(e.to_string())
-            } else {
-                FetchError::Transport(e.to_string())
-            }
-        })?;
+        let response = send(client, request).await?;
         let status = response.status();
         let body = http_body_util::Limited::new(response.into_body(), max_body)
             .collect()

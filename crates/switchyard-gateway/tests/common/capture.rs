@@ -1,6 +1,9 @@
 //! A fake worker that records what the gateway forwarded.
 
+use switchyard_gateway::Config;
 use switchyard_workers::WorkerSpec;
+
+use super::config_for;
 
 /// A fake worker that lists `sim-llama` on `GET /v1/models`, answers every other request with a
 /// fixed non-streaming completion and keeps the raw request heads it received, so tests can see
@@ -72,6 +75,13 @@ impl CaptureWorker {
             }
         });
         Self { url, heads, task }
+    }
+
+    /// A round-robin gateway config with this worker alone, named `w`.
+    pub fn config(&self) -> Config {
+        let mut config = config_for(&[], "round_robin");
+        config.workers = vec![self.spec("w")];
+        config
     }
 
     pub fn spec(&self, name: &str) -> WorkerSpec {

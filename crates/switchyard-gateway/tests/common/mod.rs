@@ -156,6 +156,17 @@ pub async fn tenant_chat(base: &str, key: &str, body: &serde_json::Value) -> Rep
     .await
 }
 
+/// A chat completion to `base` whose answer is read by the caller.
+pub async fn open_chat(base: &str, request: &serde_json::Value) -> http::Response<Incoming> {
+    open(
+        Method::POST,
+        &format!("{base}/v1/chat/completions"),
+        &[("content-type", "application/json")],
+        request.to_string(),
+    )
+    .await
+}
+
 pub async fn post_json(url: &str, body: &serde_json::Value) -> Reply {
     send(
         Method::POST,
@@ -183,13 +194,18 @@ pub async fn start_sims(count: usize) -> Vec<SimWorker> {
 
 /// Simulated workers whose simulated time runs at `time_scale` (1.0 = the default model).
 pub async fn start_sims_scaled(count: usize, time_scale: f64) -> Vec<SimWorker> {
+    start_sims_with(count, |config| config.time_scale = time_scale).await
+}
+
+/// Simulated workers `sim-0`, `sim-1`, … of the default model changed by `tune`.
+pub async fn start_sims_with(count: usize, tune: impl Fn(&mut SimConfig)) -> Vec<SimWorker> {
     let mut sims = Vec::new();
     for i in 0..count {
-        let config = SimConfig {
+        let mut config = SimConfig {
             name: format!("sim-{i}"),
-            time_scale,
             ..SimConfig::default()
         };
+        tune(&mut config);
         sims.push(
             SimWorker::start(config, "127.0.0.1:0".parse().unwrap())
                 .await

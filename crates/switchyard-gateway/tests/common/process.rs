@@ -196,3 +196,26 @@ impl ReplicaGroup {
         }
     }
 }
+
+/// Runs `benches/e2e/openai_sdk_check.py` with `args` (within 60 s) and returns its stdout,
+/// once it has succeeded.
+pub async fn openai_sdk_check(args: &[&str]) -> String {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../benches/e2e/openai_sdk_check.py"
+    );
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("python3")
+            .arg(script)
+            .args(args)
+            .output(),
+    )
+    .await
+    .expect("the SDK script finished")
+    .expect("python3 ran");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    stdout
+}

@@ -230,7 +230,7 @@ impl WorkerCore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::handle::tests::test_context;
     use crate::latency::LatencySource;
@@ -246,7 +246,7 @@ mod tests {
     }
 
     /// A core on a manual clock with its own metrics registry, for time-driven decisions.
-    fn clocked_core() -> (
+    pub(crate) fn clocked_core() -> (
         switchyard_core::ManualClock,
         prometheus::Registry,
         WorkerCore,

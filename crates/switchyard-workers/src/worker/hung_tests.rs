@@ -1,38 +1,14 @@
 use super::*;
-use crate::handle::WorkerHandle;
-use crate::handle::tests::test_context;
 use crate::progress::StreamMark;
-use crate::spec::WorkerSpec;
 use crate::status::Routability;
-use crate::worker::decisions::{ProbeResult, WorkerCore};
-use std::sync::Arc;
-use switchyard_core::{ManualClock, WorkerId};
+use crate::worker::decisions::ProbeResult;
+use crate::worker::decisions::tests::clocked_core as clocked;
 
 const WINDOW: Duration = Duration::from_millis(1500);
 const TICK: Duration = Duration::from_millis(250);
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// A core on a manual clock with its own metrics registry.
-fn clocked() -> (
-    ManualClock,
-    prometheus::Registry,
-    WorkerCore,
-    Arc<WorkerHandle>,
-) {
-    let clock = ManualClock::new();
-    let registry = prometheus::Registry::new();
-    let ctx = crate::handle::HandleContext {
-        clock: Arc::new(clock.clone()),
-        metrics: Arc::new(crate::metrics::WorkerMetrics::register(&registry).unwrap()),
-        ..test_context()
-    };
-    let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
-    let handle = Arc::new(WorkerHandle::new(WorkerId(1), &spec, &ctx).unwrap());
-    let core = WorkerCore::new(Arc::clone(&handle));
-    (clock, registry, core, handle)
 }
 
 fn counter(registry: &prometheus::Registry, name: &str, label: &str) -> u64 {

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::decisions::ProbeResult;
 use crate::config::{HealthConfig, ms};
-use crate::http_client::{FetchError, HttpClient};
+use crate::http_client::{FetchError, HttpClient, send};
 
 /// What one probe measured. Tokio's clock, so tests can run it in paused time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,13 +44,7 @@ pub(crate) async fn timed_probe(
 ) -> Result<Result<ProbeTiming, http::StatusCode>, FetchError> {
     let exchange = async {
         let started = Instant::now();
-        let response = client.request(request).await.map_err(|e| {
-            if e.is_connect() {
-                FetchError::Connect(e.to_string())
-            } else {
-                FetchError::Transport(e.to_string())
-            }
-        })?;
+        let response = send(client, request).await?;
         let status = response.status();
         if !status.is_success() {
             return Ok(Err(status));
