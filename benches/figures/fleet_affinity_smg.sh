@@ -4,7 +4,8 @@
 # SMG's mesh (`--enable-mesh`, each given the others as peers), the load spread at random.
 # Writes fleet_affinity_smg.md.
 source "$(dirname "$0")/lib.sh"
-fig_init fleet_affinity_smg
+# FIG_SUFFIX keeps a rerun beside the default page; SMG_REPLICAS picks the router counts.
+fig_init "fleet_affinity_smg${FIG_SUFFIX:-}"
 
 RATE="${RATE:-60}"
 DURATION="${DURATION:-60}"
@@ -80,8 +81,10 @@ for seed in $SEEDS; do
         --working-set-share "$KV_SHARE" --json "$FIG_DATA/s${seed}_sizing.json" >/dev/null
     kv="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv_blocks"])' "$FIG_DATA/s${seed}_sizing.json")"
     meta sizing "$seed	$kv	$FIG_DATA/s${seed}_sizing.json"
-    run_case "$seed" "$kv" 1
-    run_case "$seed" "$kv" 3 || echo "[fleet_affinity_smg] three with the mesh failed" >&2
+    for replicas in ${SMG_REPLICAS:-1 3}; do
+        run_case "$seed" "$kv" "$replicas" ||
+            echo "[fleet_affinity_smg] $replicas with the mesh failed" >&2
+    done
 done
 
 meta finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)"

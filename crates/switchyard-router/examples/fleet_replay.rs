@@ -57,6 +57,10 @@ struct Options {
     workers: usize,
     kv_blocks: usize,
     event: Option<String>,
+    /// `system`: no policy; every conversation pinned to its system prompt's worker (a new
+    /// prompt to the worker with the fewest prompts, then the fewest requests): the
+    /// sticky-by-system-prompt oracle.
+    pin: Option<String>,
 }
 
 fn options() -> Options {
@@ -72,6 +76,7 @@ fn options() -> Options {
         workers: 4,
         kv_blocks: 1900,
         event: None,
+        pin: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -93,6 +98,7 @@ fn options() -> Options {
             "--workers" => options.workers = value.parse().unwrap_or(4),
             "--kv-blocks" => options.kv_blocks = value.parse().unwrap_or(1900),
             "--event" => options.event = Some(value),
+            "--pin" => options.pin = Some(value),
             other => eprintln!("ignored option {other}"),
         }
     }
@@ -181,6 +187,10 @@ fn main() -> Result<(), String> {
     let mut moved_forced = 0u64;
     let mut departed: Option<usize> = None;
     let mut previous_blocks: Vec<usize> = Vec::new();
+    // Request index of each conversation's first turn, to see when split ones started.
+    let mut started_at: Vec<usize> = Vec::new();
+    // System prompt → worker, for `--pin system`.
+    let mut pinned: HashMap<String, usize> = HashMap::new();
 
     for index in 0..options.requests {
         let gap: f64 = -(1.0 - rng.random::<f64>()).ln() / options.rate;
@@ -229,6 +239,7 @@ fn main() -> Result<(), String> {
         let conversation = *conversation_of.entry(opening).or_insert(next);
         let first_turn = conversation == last_worker.len();
         if first_turn {
+            started_at.push(index);
             last_worker.push(usize::MAX);
             workers_used.push(Vec::new());
             previous_blocks.push(0);
@@ -276,16 +287,29 @@ fn main() -> Result<(), String> {
             session_id: planned.session_id.as_deref(),
             user: planned.user.as_deref(),
         };
-        let decision = replica
-            .policy
-            .select(&request, &candidates)
-            .ok_or("no decision")?;
-        *branches.entry(decision.branch).or_insert(0) += 1;
-        let worker = replica
-            .ids
-            .iter()
-            .position(|&id| id == decision.worker)
-            .ok_or("an unknown worker")?;
+        let (worker, branch) = if options.pin.as_deref() == Some("system") {
+            let system = planned.messages[0].content.clone();
+            let next = *live_workers
+                .iter()
+                .min_by_key(|&&w| (pinned.values().filter(|&&p| p == w).count(), served[w]))
+                .ok_or("no worker")?;
+            (
+                *pinned.entry(system).or_insert(next),
+                "pinned_by_system_prompt",
+            )
+        } else {
+            let decision = replica
+                .policy
+                .select(&request, &candidates)
+                .ok_or("no decision")?;
+            let worker = replica
+                .ids
+                .iter()
+                .position(|&id| id == decision.worker)
+                .ok_or("an unknown worker")?;
+            (worker, decision.branch)
+        };
+        *branches.entry(branch).or_insert(0) += 1;
         if options.shared {
             for event in std::mem::take(&mut *recorder.0.lock()) {
                 for other in &replicas {
@@ -313,6 +337,12 @@ fn main() -> Result<(), String> {
             later_turns += 1;
             if last_worker[conversation] != worker {
                 left_home += 1;
+                if std::env::var_os("FLEET_REPLAY_DEBUG").is_some() {
+                    eprintln!(
+                        "moved conv {conversation} at {index} by replica {r}: {} -> {worker} via {}",
+                        last_worker[conversation], branch
+                    );
+                }
             } else {
                 let expected = previous_blocks[conversation] * switchyard_sim::BLOCK_TOKENS;
                 evicted_tokens += expected.saturating_sub(cached) as u64;
@@ -345,6 +375,12 @@ fn main() -> Result<(), String> {
         .unwrap_or(0.0);
     let counts: Vec<u64> = live_workers.iter().map(|&w| served[w]).collect();
     let split = workers_used.iter().filter(|used| used.len() > 1).count();
+    let mut split_by_start_decile = [0u64; 10];
+    for (used, &start) in workers_used.iter().zip(&started_at) {
+        if used.len() > 1 {
+            split_by_start_decile[(start * 10 / options.requests.max(1)).min(9)] += 1;
+        }
+    }
     let report = serde_json::json!({
         "policy": options.policy,
         "replicas": options.replicas,
@@ -355,9 +391,11 @@ fn main() -> Result<(), String> {
         "kv_blocks": options.kv_blocks,
         "hit_rate": cached_tokens as f64 / prompt_tokens.max(1) as f64,
         "load_cv": switchyard_load::coefficient_of_variation(&counts),
+        "served": counts,
         "ttft_p99_ms": p99 * 1000.0,
         "conversations": last_worker.len(),
         "split_conversations": split as f64 / last_worker.len().max(1) as f64,
+        "split_by_start_decile": split_by_start_decile,
         "later_turns_off_previous_worker": left_home as f64 / later_turns.max(1) as f64,
         "tokens_evicted_on_same_worker_share": evicted_tokens as f64 / prompt_tokens.max(1) as f64,
         "event": options.event,

@@ -18,6 +18,10 @@ pub(super) enum Deviation {
         displaced: Vec<WorkerId>,
     },
     LoadMove,
+    /// A first turn placed by its system prompt's group plan, which each replica builds from
+    /// its own share estimates: announced (as a load move) so replicas that share events
+    /// send the later turns exactly there, whatever their own plan says.
+    GroupPlacement,
 }
 
 #[derive(Debug, Default)]
@@ -56,8 +60,10 @@ impl CacheAwarePolicy {
                 self.counters.migrations.fetch_add(1, Ordering::Relaxed);
                 (AffinityReason::Migration, &prompt[..matched], displaced)
             }
-            Deviation::LoadMove => {
-                self.counters.load_moves.fetch_add(1, Ordering::Relaxed);
+            Deviation::LoadMove | Deviation::GroupPlacement => {
+                if matches!(deviation, Deviation::LoadMove) {
+                    self.counters.load_moves.fetch_add(1, Ordering::Relaxed);
+                }
                 // A prompt-prefix key is prompt text, which events carry anyway; a session id
                 // or user name is an identity and stays out of the broadcast (the hash does).
                 let text = match key {

@@ -58,6 +58,22 @@ pub struct CacheAwareConfig {
     /// `max_num_seqs`): at that depth the turn would wait for a batch slot, which costs more
     /// than re-reading its conversation. 0 (the default) never leaves on load alone.
     pub later_turn_escape_in_flight: u64,
+    /// A chat conversation is placed within a group of workers planned for its system prompt,
+    /// so each popular system prompt is cached on as few workers as its traffic needs rather
+    /// than on all of them: every replica ranks the workers for the prompt alike (rendezvous
+    /// on the prompt), the prompts, busiest first by their share of this replica's recent
+    /// requests, fill their ranked workers up to an even share each, and a conversation draws
+    /// one of its prompt's workers by weighted rendezvous, the same on every replica and at
+    /// every turn. Off: conversations spread over the whole ring by their opening.
+    pub prompt_groups: bool,
+    /// Each worker's capacity in that plan, × an even share of the grouped traffic (≥ 1.0):
+    /// at 1.0 the plan balances the workers exactly; more lets a popular prompt keep fewer
+    /// workers at some imbalance. A first turn still leaves its drawn worker while it has
+    /// more than `opening_load_factor` × the mean in flight (a load move).
+    pub prompt_group_load_factor: f64,
+    /// Only a system prompt at least this long (bytes of flattened text) groups its
+    /// conversations; shorter ones are cheap to re-prefill and spread over the ring.
+    pub prompt_group_min_bytes: u64,
 }
 
 impl Default for CacheAwareConfig {
@@ -76,6 +92,9 @@ impl Default for CacheAwareConfig {
             opening_load_factor: 2.0,
             later_turn_escape_queued: 1,
             later_turn_escape_in_flight: 0,
+            prompt_groups: true,
+            prompt_group_load_factor: 1.0,
+            prompt_group_min_bytes: 1024,
         }
     }
 }
@@ -122,6 +141,13 @@ impl CacheAwareConfig {
                 "cache_aware.opening_load_factor",
                 "must be a finite number >= 1.0",
                 self.opening_load_factor,
+            ));
+        }
+        if !(self.prompt_group_load_factor.is_finite() && self.prompt_group_load_factor >= 1.0) {
+            return Err(invalid(
+                "cache_aware.prompt_group_load_factor",
+                "must be a finite number >= 1.0",
+                self.prompt_group_load_factor,
             ));
         }
         if self.placement_load_half_life_ms == 0 {
@@ -223,6 +249,13 @@ mod tests {
                     ..Default::default()
                 },
                 "cache_aware.opening_load_factor",
+            ),
+            (
+                CacheAwareConfig {
+                    prompt_group_load_factor: 0.5,
+                    ..Default::default()
+                },
+                "cache_aware.prompt_group_load_factor",
             ),
             (
                 CacheAwareConfig {

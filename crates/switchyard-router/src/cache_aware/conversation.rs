@@ -46,6 +46,13 @@ impl Conversation {
     }
 }
 
+/// What precedes the first user message (the system prompt, as flattened), None when empty or
+/// when the prompt is not a flattened chat.
+pub(super) fn system_part(prompt: &str) -> Option<&str> {
+    let user = prompt.find(USER_TURN_MARKER)?;
+    Some(&prompt[..user]).filter(|system| !system.is_empty())
+}
+
 /// The prompt up to the end of its first user message.
 fn opening(prompt: &str) -> Option<&str> {
     let user = prompt.find(USER_TURN_MARKER)?;
@@ -88,5 +95,12 @@ mod tests {
         assert_eq!(opening(prompt), Some("<|user|>line one\nline two\n"));
         assert!(!Conversation::of(prompt, 1).unwrap().first_turn);
         assert_eq!(Conversation::of("Summarise: <|sys|> text", 1), None);
+    }
+
+    #[test]
+    fn the_system_part_is_what_precedes_the_first_user_message() {
+        assert_eq!(system_part(TURN_2), Some("<|system|>be brief\n"));
+        assert_eq!(system_part("<|user|>hi\n"), None);
+        assert_eq!(system_part("no chat at all"), None);
     }
 }

@@ -9,11 +9,13 @@
 //! worker at once and say so to the other replicas.
 
 mod affinity;
+mod branches;
 mod config;
 mod conversation;
 mod escape;
 mod matching;
 mod placement;
+mod prompt_group;
 mod recent;
 #[cfg(test)]
 mod tests;
@@ -27,6 +29,8 @@ mod tests_busy_escape;
 mod tests_escape;
 #[cfg(test)]
 mod tests_keys;
+#[cfg(test)]
+mod tests_prompt_group;
 #[cfg(test)]
 mod tests_replicas;
 mod tree;
@@ -43,11 +47,15 @@ use crate::membership::Membership;
 use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingStats};
 use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
+use branches::*;
 use conversation::Conversation;
 use escape::{ReportedLoads, busy_escape, escape};
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
-use placement::{PlacementKind, PlacementOverrides};
+use placement::{Grouping, PlacementKind, PlacementOverrides};
+use prompt_group::{
+    GROUP_PLAN_EVERY, GROUP_SHARE_HALF_LIFE, GroupPlan, GroupShares, MAX_TRACKED_PROMPTS,
+};
 use recent::{RecentLoad, ShareBound};
 use std::fmt;
 use std::sync::Arc;
@@ -56,45 +64,14 @@ use switchyard_core::WallClock;
 use switchyard_core::WorkerId;
 use tree::PrefixTree;
 
-/// A candidate holds the longest affinity prefix, and it covers enough of the prompt.
-const PREFIX_HIT: &str = "prefix_hit";
-/// The longest affinity prefix's holders were all filtered: affinity moved to another worker.
-const MIGRATED: &str = "migrated";
-/// No affinity (or not enough): the routing key's ring owner.
-const HASH_PLACEMENT: &str = "hash_placement";
-/// Like `hash_placement`, but the owner was filtered and the next worker clockwise took it.
-const HASH_FALLBACK: &str = "hash_fallback";
-/// Placement followed a move some replica made earlier for the same routing key.
-const PLACEMENT_OVERRIDE: &str = "placement_override";
-/// Placement skipped the owner for the load bound (broadcast as a `LoadMove`).
-const LOAD_MOVE: &str = "load_move";
-/// A later turn left its conversation's worker, whose engine reports a queue.
-const LOAD_ESCAPE: &str = "load_escape";
-/// A later turn left its conversation's worker, which carries a full batch or more.
-const BUSY_ESCAPE: &str = "busy_escape";
-/// The fleet's in-flight spread is too large: least loaded, cache ignored.
-const IMBALANCED: &str = "imbalanced";
-/// Short prompt, no routing key, or no candidate on the ring: least loaded.
-const LEAST_LOADED: &str = "least_loaded";
-const BRANCHES: &[&str] = &[
-    PREFIX_HIT,
-    MIGRATED,
-    HASH_PLACEMENT,
-    HASH_FALLBACK,
-    PLACEMENT_OVERRIDE,
-    LOAD_MOVE,
-    LOAD_ESCAPE,
-    BUSY_ESCAPE,
-    IMBALANCED,
-    LEAST_LOADED,
-];
-
 /// Everything the per-request lock covers: one acquisition per request for lookup, decision
 /// and insert, so affinity rewrites happen "at once" relative to other requests.
 struct AffinityState {
     tree: PrefixTree,
     overrides: PlacementOverrides,
     recent: RecentLoad,
+    groups: GroupShares,
+    plan: GroupPlan,
 }
 
 pub struct CacheAwarePolicy {
@@ -169,6 +146,8 @@ impl CacheAwarePolicy {
                 tree: PrefixTree::new(max_tree_bytes),
                 overrides: PlacementOverrides::new(max_overrides),
                 recent: RecentLoad::new(half_life),
+                groups: GroupShares::new(GROUP_SHARE_HALF_LIFE, MAX_TRACKED_PROMPTS),
+                plan: GroupPlan::default(),
             }),
             least_loaded: LeastLoaded::default(),
             clock,
@@ -256,8 +235,15 @@ impl RoutingPolicy for CacheAwarePolicy {
         // replica's load view says: other replicas, which cannot see that view, send its
         // other turns there too.
         let sticky = conversation.is_some_and(|conversation| !conversation.first_turn);
+        // A conversation with a long enough system prompt is placed within that prompt's group.
+        let group = conversation
+            .filter(|_| self.config.prompt_groups)
+            .and_then(|_| conversation::system_part(prompt))
+            .filter(|system| system.len() as u64 >= self.config.prompt_group_min_bytes)
+            .map(|system| stable_hash(system.as_bytes()));
         // Everything that allocates is built before locking.
         let ring = self.membership.ring();
+        let ranking = group.map(|group| prompt_group::ranking(&ring, group));
         let view = CandidateView::new(candidates);
         let loads = CandidateLoads::new(&ring, candidates);
         let reported = ReportedLoads::new(&ring, candidates);
@@ -279,6 +265,8 @@ impl RoutingPolicy for CacheAwarePolicy {
             tree,
             overrides,
             recent,
+            groups,
+            plan,
         } = &mut *state;
         let share = recent.bound(
             candidates,
@@ -287,12 +275,42 @@ impl RoutingPolicy for CacheAwarePolicy {
             now,
             share_buffer,
         );
+        let grouping = match (group, ranking) {
+            (Some(group), Some(ranking)) => {
+                groups.record(group, now);
+                plan.refresh(
+                    &ring,
+                    groups,
+                    self.config.prompt_group_load_factor,
+                    now,
+                    GROUP_PLAN_EVERY,
+                );
+                let slots = plan.slots(group, &ranking);
+                Some(Grouping { ranking, slots })
+            }
+            _ => None,
+        };
         let lookup = tree.lookup(prompt);
         let candidate_hit = affinity
             .longest(&lookup, |worker| view.contains(worker))
             .and_then(|(len, holders)| Some((len, least_busy_holder(holders, &view)?)));
         let longest = affinity.longest(&lookup, |_| true);
         let placed = || {
+            if let Some(grouping) = &grouping {
+                let key = key?.hash;
+                let in_group = if sticky {
+                    placement::place_in_group(&ring, overrides, &loads, grouping, key, |_, _| true)
+                } else {
+                    placement::place_in_group(&ring, overrides, &loads, grouping, key, |_, n| {
+                        opening_bound.accepts(n)
+                    })
+                };
+                // No candidate within both bounds: the ring decides, as without a group.
+                return in_group.or_else(|| {
+                    let unbounded = ShareBound::unbounded();
+                    placement::place(&ring, overrides, &loads, opening_bound, &unbounded, key)
+                });
+            }
             if sticky {
                 placement::place_sticky(&ring, overrides, &loads, key?.hash)
             } else if conversation.is_some() {
@@ -359,7 +377,10 @@ impl RoutingPolicy for CacheAwarePolicy {
                 Choice::Hit(home)
                 | Choice::Placed(
                     home,
-                    PlacementKind::Override | PlacementKind::Hash | PlacementKind::HashFallback,
+                    PlacementKind::Override
+                    | PlacementKind::Hash
+                    | PlacementKind::HashFallback
+                    | PlacementKind::Group,
                 ),
                 Some(key),
             ) if sticky => escape(
@@ -393,6 +414,8 @@ impl RoutingPolicy for CacheAwarePolicy {
             Choice::Placed(worker, PlacementKind::Hash) => (*worker, HASH_PLACEMENT),
             Choice::Placed(worker, PlacementKind::HashFallback) => (*worker, HASH_FALLBACK),
             Choice::Placed(worker, PlacementKind::LoadMove) => (*worker, LOAD_MOVE),
+            Choice::Placed(worker, PlacementKind::Group) => (*worker, PROMPT_GROUP),
+            Choice::Placed(worker, PlacementKind::GroupSpill) => (*worker, PROMPT_GROUP_SPILL),
             Choice::Escaped(worker) => (*worker, LOAD_ESCAPE),
             Choice::Relieved(worker) => (*worker, BUSY_ESCAPE),
             Choice::LeastLoaded(worker) => (*worker, LEAST_LOADED),
@@ -416,13 +439,19 @@ impl RoutingPolicy for CacheAwarePolicy {
             }
             // An escape moves the conversation like a load move: replicas that share
             // affinity events follow it there even once the old worker's queue is gone.
-            Choice::Placed(_, PlacementKind::LoadMove)
+            Choice::Placed(_, PlacementKind::LoadMove | PlacementKind::GroupSpill)
             | Choice::Escaped(_)
             | Choice::Relieved(_) => {
                 if let Some(key) = key {
                     overrides.set(key.hash, worker);
                 }
                 Some(Deviation::LoadMove)
+            }
+            Choice::Placed(_, PlacementKind::Group) if !sticky => {
+                if let Some(key) = key {
+                    overrides.set(key.hash, worker);
+                }
+                Some(Deviation::GroupPlacement)
             }
             _ => None,
         };

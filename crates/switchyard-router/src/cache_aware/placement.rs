@@ -1,6 +1,7 @@
 //! Placing a request no worker holds an affinity for: hash its routing key onto the ring
 //! (bounded load), unless a replica already moved that key elsewhere (a placement override).
 
+use super::prompt_group::{self, GroupPlacement, Slot};
 use super::recent::ShareBound;
 use crate::hash::PrehashedKey;
 use crate::load::{CandidateLoads, LoadBound};
@@ -19,6 +20,11 @@ pub(super) enum PlacementKind {
     HashFallback,
     /// The owner (or a later worker) was over the load bound: a deviation to broadcast.
     LoadMove,
+    /// The conversation's worker within its system prompt's group.
+    Group,
+    /// The group's worker for the conversation was over the bound (a first turn): another
+    /// worker of the prompt's ranking took it, a deviation to broadcast.
+    GroupSpill,
 }
 
 /// Routing-key hash → worker, for keys placed off their ring owner (load moves) or moved by a
@@ -131,6 +137,43 @@ pub(super) fn place_sticky(
         PlacementKind::Hash
     };
     Some((ring.member(placed.member)?.id, kind))
+}
+
+/// A chat turn placed by its system prompt's group (`prompt_group`): the conversation's
+/// override if some replica moved it and that worker is a candidate (and, for a first turn,
+/// within `accepts`), else the group's worker for it. A later turn passes `accepts` that
+/// takes everyone: where the conversation lives matters more than load.
+pub(super) fn place_in_group(
+    ring: &Ring,
+    overrides: &PlacementOverrides,
+    loads: &CandidateLoads,
+    group: &Grouping,
+    key: u64,
+    accepts: impl Fn(u32, u64) -> bool,
+) -> Option<(WorkerId, PlacementKind)> {
+    if let Some(worker) = overrides.get(key) {
+        let fits = ring.member_index(worker).is_some_and(|member| {
+            loads
+                .in_flight(member)
+                .is_some_and(|in_flight| accepts(member, in_flight))
+        });
+        if fits {
+            return Some((worker, PlacementKind::Override));
+        }
+    }
+    let (worker, how) =
+        prompt_group::place(ring, loads, &group.slots, &group.ranking, key, accepts)?;
+    let kind = match how {
+        GroupPlacement::Preferred => PlacementKind::Group,
+        GroupPlacement::Spilled => PlacementKind::GroupSpill,
+    };
+    Some((worker, kind))
+}
+
+/// A system prompt's ranking of the ring's workers and its planned workers.
+pub(super) struct Grouping {
+    pub(super) ranking: Vec<u32>,
+    pub(super) slots: Vec<Slot>,
 }
 
 #[cfg(test)]

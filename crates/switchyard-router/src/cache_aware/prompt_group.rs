@@ -1,0 +1,411 @@
+//! Placing a conversation near its system prompt.
+//!
+//! Conversations of one application open with the same long system prompt. Spread evenly by
+//! conversation, every worker ends up caching a copy of every popular system prompt, and at a
+//! working set close to the fleet's KV that duplicated prefix evicts conversation tails,
+//! which cost more to recompute. Kept on one worker, a popular prompt's conversations pile up
+//! there. So each system prompt gets a small group of workers, as many as its share of the
+//! traffic needs: the workers ranked first for the prompt by rendezvous hashing (by worker
+//! name, so every replica ranks alike), `⌈share × workers × spread⌉` of them. Within the group
+//! a conversation takes the worker ranked first for the conversation (rendezvous again), so
+//! every replica places it alike, its later turns find it from the request alone, and a
+//! group that gains or loses a worker moves only the conversations that worker takes or had.
+//! Only a first turn looks at load: past a bound it walks on down the prompt's ranking.
+
+use crate::hash::{PrehashedKey, stable_hash_seeded};
+use crate::load::CandidateLoads;
+use crate::ring::Ring;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_core::WorkerId;
+
+/// Rescale once a fresh request would weigh 2^this (as `recent::RecentLoad`).
+const RESCALE_EXPONENT: f64 = 64.0;
+
+/// System prompts whose traffic share is tracked for their group's width; the rarest go first.
+pub(super) const MAX_TRACKED_PROMPTS: usize = 4096;
+/// How often the system prompts' worker groups are re-planned from their traffic shares:
+/// rarely enough that a conversation's turns meet the same plan, often enough to follow a
+/// prompt whose traffic grows.
+pub(super) const GROUP_PLAN_EVERY: Duration = Duration::from_secs(1);
+/// Half-life of the system prompts' traffic shares: long against a conversation's lifetime,
+/// so the plan its turns meet stays the same, and so replicas' estimates agree.
+pub(super) const GROUP_SHARE_HALF_LIFE: Duration = Duration::from_secs(120);
+
+/// Where a conversation's turn goes by its system prompt's group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum GroupPlacement {
+    /// The group's worker for this conversation.
+    Preferred,
+    /// The preferred worker was over the bound (a first turn): another group worker, or the
+    /// next worker in the prompt's ranking. A deviation to announce.
+    Spilled,
+}
+
+/// Each system prompt's decayed share of this replica's requests. Requests reach replicas at
+/// random, so every replica's shares estimate the same fleet-wide figure.
+#[derive(Debug)]
+pub(super) struct GroupShares {
+    half_life_secs: f64,
+    origin_secs: f64,
+    capacity: usize,
+    scaled: HashMap<u64, f64, BuildHasherDefault<PrehashedKey>>,
+    total: f64,
+}
+
+impl GroupShares {
+    pub(super) fn new(half_life: Duration, capacity: usize) -> Self {
+        Self {
+            half_life_secs: half_life.as_secs_f64().max(f64::MIN_POSITIVE),
+            origin_secs: 0.0,
+            capacity: capacity.max(1),
+            scaled: HashMap::default(),
+            total: 0.0,
+        }
+    }
+
+    fn weight(&mut self, now: Duration) -> f64 {
+        let exponent = ((now.as_secs_f64() - self.origin_secs) / self.half_life_secs).max(0.0);
+        if exponent < RESCALE_EXPONENT {
+            return exponent.exp2();
+        }
+        let shrink = (-exponent).exp2();
+        self.scaled.retain(|_, count| {
+            *count *= shrink;
+            *count > 1e-12
+        });
+        self.total = self.scaled.values().sum();
+        self.origin_secs = now.as_secs_f64();
+        1.0
+    }
+
+    /// Counts one request of system prompt `group` at `now`.
+    pub(super) fn record(&mut self, group: u64, now: Duration) {
+        let weight = self.weight(now);
+        *self.scaled.entry(group).or_insert(0.0) += weight;
+        self.total += weight;
+        if self.scaled.len() > self.capacity {
+            // The least used prompt goes: a prompt that rare needs no more than one worker.
+            let rarest = self
+                .scaled
+                .iter()
+                .filter(|&(&key, _)| key != group)
+                .min_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(&key, &count)| (key, count));
+            if let Some((key, count)) = rarest {
+                self.scaled.remove(&key);
+                self.total -= count;
+            }
+        }
+    }
+
+    /// `group`'s share of the recent requests (0 when unseen).
+    pub(super) fn share(&self, group: u64) -> f64 {
+        if self.total <= 0.0 {
+            return 0.0;
+        }
+        self.scaled
+            .get(&group)
+            .map_or(0.0, |count| count / self.total)
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.scaled.len()
+    }
+}
+
+/// Each tracked system prompt's workers and the part of its traffic each takes, in units of a
+/// quarter worker: the prompts, least busy first, fill the workers of their own ranking up
+/// to `factor` × a worker's even share each (water-filling), so a prompt gets as few workers
+/// as its share needs and the workers end up evenly loaded. Least busy first because a busy
+/// prompt whose share moves by a unit then changes only its own last slot (moving a unit's
+/// worth of its conversations), where the other order would push the small prompts after it
+/// onto other workers, all of their conversations at once. Every replica builds the plan from
+/// its own share estimates, which agree but for noise, so replicas that share no events
+/// still disagree on the prompts whose share sits near a unit boundary.
+#[derive(Debug, Default)]
+pub(super) struct GroupPlan {
+    ring: Option<Arc<Ring>>,
+    built_at: Option<Duration>,
+    by_group: HashMap<u64, Vec<Slot>, BuildHasherDefault<PrehashedKey>>,
+    /// Capacity left per ring member once the planned prompts took theirs.
+    spare: Vec<f64>,
+    /// Each planned prompt's units at the last build: kept until its share moves clearly
+    /// past the next rounding boundary, so a share hovering at one does not re-plan.
+    units: HashMap<u64, f64, BuildHasherDefault<PrehashedKey>>,
+}
+
+/// A worker (ring member index) of a prompt's group and its part of the prompt's traffic.
+pub(super) type Slot = (u32, f64);
+
+impl GroupPlan {
+    /// Rebuilds the plan when the ring changed or `every` passed since the last build.
+    pub(super) fn refresh(
+        &mut self,
+        ring: &Arc<Ring>,
+        shares: &GroupShares,
+        factor: f64,
+        now: Duration,
+        every: Duration,
+    ) {
+        let same_ring = self.ring.as_ref().is_some_and(|old| Arc::ptr_eq(old, ring));
+        let fresh = self
+            .built_at
+            .is_some_and(|at| now.saturating_sub(at) < every && now >= at);
+        if same_ring && fresh {
+            return;
+        }
+        // In whole units of a quarter worker: shares that differ a little between replicas,
+        // or from one second to the next, round to the same plan.
+        let members = ring.members().len();
+        let capacity = (factor * UNITS_PER_WORKER).floor().max(1.0);
+        self.spare = vec![capacity; members];
+        self.by_group.clear();
+        let previous = std::mem::take(&mut self.units);
+        let units_of = |group: u64| {
+            let exact = shares.share(group) * members as f64 * UNITS_PER_WORKER;
+            let units = match previous.get(&group) {
+                Some(&kept) if (exact - kept).abs() < UNITS_HYSTERESIS => kept,
+                _ => exact.round(),
+            };
+            units.max(1.0)
+        };
+        let mut prompts: Vec<(f64, u64)> = shares
+            .scaled
+            .keys()
+            .map(|&group| (units_of(group), group))
+            .collect();
+        prompts.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        prompts.truncate(MAX_PLANNED_PROMPTS);
+        for (units, group) in prompts {
+            let ranked = ranking(ring, group);
+            let mut demand = units;
+            let mut slots: Vec<Slot> = Vec::new();
+            for &member in &ranked {
+                let Some(spare) = self.spare.get_mut(member as usize) else {
+                    continue;
+                };
+                let take = demand.min(*spare);
+                if take > 0.0 {
+                    slots.push((member, take));
+                    *spare -= take;
+                    demand -= take;
+                }
+                if demand <= 0.0 {
+                    break;
+                }
+            }
+            // Rounding asked for more than the fleet has: the prompt's first worker takes it.
+            if demand > 0.0 {
+                if let Some(&first) = ranked.first() {
+                    match slots.iter_mut().find(|slot| slot.0 == first) {
+                        Some(slot) => slot.1 += demand,
+                        None => slots.push((first, demand)),
+                    }
+                }
+            }
+            self.by_group.insert(group, slots);
+            self.units.insert(group, units);
+        }
+        self.ring = Some(Arc::clone(ring));
+        self.built_at = Some(now);
+    }
+
+    /// The slots of system prompt `group` ranked `ranking`: its planned ones, or for a prompt
+    /// not planned yet the first worker of its ranking with capacity left (else its first).
+    pub(super) fn slots(&self, group: u64, ranking: &[u32]) -> Vec<Slot> {
+        if let Some(slots) = self.by_group.get(&group).filter(|slots| !slots.is_empty()) {
+            return slots.clone();
+        }
+        let has_spare = |&&member: &&u32| {
+            self.spare
+                .get(member as usize)
+                .is_some_and(|&spare| spare > 0.0)
+        };
+        let first = ranking.iter().find(has_spare).or(ranking.first());
+        first.map(|&member| vec![(member, 1.0)]).unwrap_or_default()
+    }
+}
+
+/// The plan's unit: a quarter of a worker's even share.
+const UNITS_PER_WORKER: f64 = 4.0;
+/// A prompt's units change only once its exact figure is this far from them (0.5 would be
+/// plain rounding).
+const UNITS_HYSTERESIS: f64 = 0.8;
+/// Prompts placed by the plan, busiest first; rarer ones take one worker with room.
+const MAX_PLANNED_PROMPTS: usize = 256;
+
+/// The ring's members ranked for system prompt `group` (rendezvous by worker name).
+pub(super) fn ranking(ring: &Ring, group: u64) -> Vec<u32> {
+    let mut ranked: Vec<(u64, u32)> = (0u32..)
+        .zip(ring.members())
+        .map(|(index, member)| (stable_hash_seeded(member.name.as_bytes(), group), index))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.cmp(a));
+    ranked.into_iter().map(|(_, index)| index).collect()
+}
+
+/// Weighted rendezvous score of `name` for `conversation`: the highest score wins, and each
+/// worker wins in proportion to its weight.
+fn score(name: &[u8], conversation: u64, weight: f64) -> f64 {
+    // A uniform draw in (0, 1) from the top 53 bits.
+    let draw = ((stable_hash_seeded(name, conversation) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    weight / -draw.ln()
+}
+
+/// Where a turn of conversation `conversation` goes among its prompt's `slots` (the prompt
+/// ranked `ranking`): the slot it draws by weighted rendezvous, if a candidate and
+/// `accepts(member, in_flight)`; else the other candidate slots in its order, then the rest of
+/// the prompt's ranking. None if no candidate accepts.
+pub(super) fn place(
+    ring: &Ring,
+    loads: &CandidateLoads,
+    slots: &[Slot],
+    ranking: &[u32],
+    conversation: u64,
+    accepts: impl Fn(u32, u64) -> bool,
+) -> Option<(WorkerId, GroupPlacement)> {
+    let mut drawn: Vec<(f64, u32, u64)> = slots
+        .iter()
+        .filter_map(|&(member, weight)| {
+            let in_flight = loads.in_flight(member)?;
+            let name = ring.member(member)?.name.as_bytes();
+            Some((score(name, conversation, weight), member, in_flight))
+        })
+        .collect();
+    drawn.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let id = |member: u32| ring.member(member).map(|m| m.id);
+    let mut in_group = drawn
+        .iter()
+        .map(|&(_, member, in_flight)| (member, in_flight));
+    let outside = ranking
+        .iter()
+        .filter(|member| !drawn.iter().any(|d| d.1 == **member))
+        .filter_map(|&member| Some((member, loads.in_flight(member)?)));
+    match in_group.next() {
+        Some((member, in_flight)) if accepts(member, in_flight) => {
+            Some((id(member)?, GroupPlacement::Preferred))
+        }
+        // No slot is a candidate: the prompt's ranking, walking past filtered workers.
+        None => {
+            let mut walk = outside;
+            let (first, in_flight) = walk.next()?;
+            if accepts(first, in_flight) {
+                return Some((id(first)?, GroupPlacement::Preferred));
+            }
+            let (member, _) = walk.find(|&(m, n)| accepts(m, n))?;
+            Some((id(member)?, GroupPlacement::Spilled))
+        }
+        Some(_) => {
+            let (member, _) = in_group.chain(outside).find(|&(m, n)| accepts(m, n))?;
+            Some((id(member)?, GroupPlacement::Spilled))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Candidate;
+    use crate::ring::Member;
+    use std::sync::Arc;
+
+    fn ring(workers: u32) -> Ring {
+        Ring::build(
+            (0..workers).map(|w| Member {
+                id: WorkerId(w),
+                name: Arc::from(format!("worker-{w}")),
+            }),
+            16,
+        )
+    }
+
+    fn loads(ring: &Ring, in_flight: &[u64]) -> CandidateLoads {
+        let candidates: Vec<Candidate> = (0u32..)
+            .zip(in_flight)
+            .map(|(w, &in_flight)| Candidate {
+                id: WorkerId(w),
+                in_flight,
+                reported: None,
+            })
+            .collect();
+        CandidateLoads::new(ring, &candidates)
+    }
+
+    #[test]
+    fn shares_decay_and_the_rarest_prompt_is_forgotten_first() {
+        let mut shares = GroupShares::new(Duration::from_secs(1), 2);
+        for _ in 0..3 {
+            shares.record(1, Duration::ZERO);
+        }
+        shares.record(2, Duration::ZERO);
+        assert!((shares.share(1) - 0.75).abs() < 1e-9);
+        // Four half-lives on, prompt 2's fresh requests outweigh prompt 1's old ones.
+        for _ in 0..3 {
+            shares.record(2, Duration::from_secs(4));
+        }
+        assert!(shares.share(2) > 0.9, "{}", shares.share(2));
+        shares.record(3, Duration::from_secs(4));
+        assert_eq!(shares.len(), 2);
+        assert_eq!(shares.share(1), 0.0, "the rarest went");
+        let total: f64 = [2, 3].iter().map(|&g| shares.share(g)).sum();
+        assert!((total - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_plan_fills_each_prompt_over_as_few_workers_as_its_share_needs() {
+        let ring = Arc::new(ring(4));
+        let mut shares = GroupShares::new(Duration::from_secs(60), 16);
+        // 75 %, 15 %, 10 %: 12, 2 and 2 quarter-worker units of 16.
+        for (group, count) in [(1u64, 75), (2, 15), (3, 10)] {
+            for _ in 0..count {
+                shares.record(group, Duration::ZERO);
+            }
+        }
+        let mut plan = GroupPlan::default();
+        plan.refresh(&ring, &shares, 1.0, Duration::ZERO, Duration::from_secs(1));
+        let units = |group: u64| -> f64 { plan.slots(group, &[]).iter().map(|s| s.1).sum() };
+        assert_eq!((units(1), units(2), units(3)), (12.0, 2.0, 2.0));
+        assert!(plan.slots(1, &[]).len() >= 3, "{:?}", plan.slots(1, &[]));
+        assert_eq!(plan.slots(2, &[]).len(), 1);
+        assert_eq!(plan.slots(3, &[]).len(), 1);
+        // Every worker is planned exactly its even share.
+        let mut per_worker = [0.0; 4];
+        for group in 1..=3 {
+            for (member, weight) in plan.slots(group, &[]) {
+                per_worker[member as usize] += weight;
+            }
+        }
+        assert_eq!(per_worker, [4.0; 4]);
+        // Conversations of the busy prompt follow the weights; refused slots spill.
+        let idle = loads(&ring, &[0; 4]);
+        let slots = plan.slots(1, &[]);
+        let ranked = ranking(&ring, 1);
+        let mut taken = [0u32; 4];
+        for conversation in 0..1200u64 {
+            let (worker, how) = place(&ring, &idle, &slots, &ranked, conversation, |_, _| true)
+                .expect("a candidate");
+            assert_eq!(how, GroupPlacement::Preferred);
+            taken[worker.0 as usize] += 1;
+        }
+        for &(member, weight) in &slots {
+            let expected = 1200.0 * weight / 12.0;
+            let got = f64::from(taken[ring.member(member).unwrap().id.0 as usize]);
+            assert!(
+                (got - expected).abs() < expected * 0.25 + 10.0,
+                "{taken:?} {slots:?}"
+            );
+        }
+        let first = place(&ring, &idle, &slots, &ranked, 5, |_, _| true)
+            .unwrap()
+            .0;
+        let first = ring.member_index(first).unwrap();
+        let (other, how) = place(&ring, &idle, &slots, &ranked, 5, |m, _| m != first).unwrap();
+        assert_eq!(how, GroupPlacement::Spilled);
+        assert_ne!(ring.member_index(other), Some(first));
+        assert_eq!(place(&ring, &idle, &slots, &ranked, 5, |_, _| false), None);
+    }
+}

@@ -1,0 +1,217 @@
+//! Conversations placed within their system prompt's group of workers: every replica fed the
+//! same requests and load view decides alike, a popular prompt spreads over several workers
+//! while a rare one keeps one, later turns follow the conversation on a replica that never
+//! saw it, and a first turn over the load bound spills down the prompt's ranking and says so.
+
+use super::tests_affinity::{NAMES, Recorder, fleet, idle_except};
+use super::*;
+use crate::{AffinityReason, ConsistentHashConfig, DiscardAffinity, RoutingKeyConfig};
+use std::collections::{BTreeMap, BTreeSet};
+use switchyard_core::ManualClock;
+
+/// A long system prompt per application (over `prompt_group_min_bytes`).
+fn system_prompt(app: usize) -> String {
+    format!(
+        "<|system|>You are assistant {app} of a support desk. {}\n",
+        "Answer from the knowledge base, cite the article, stay polite. ".repeat(24)
+    )
+}
+
+fn chat(app: usize, conversation: usize, turns: usize) -> String {
+    let mut prompt = format!(
+        "{}<|user|>ticket {conversation}: my order {conversation} has not arrived\n",
+        system_prompt(app)
+    );
+    for turn in 1..turns {
+        prompt.push_str(&format!(
+            "<|assistant|>checking order {conversation}, step {turn}\n<|user|>any news {turn}?\n"
+        ));
+    }
+    prompt
+}
+
+/// A replica on its own manual clock, so plans are rebuilt as time passes.
+fn replica(id_base: u32, sink: Arc<dyn AffinitySink>) -> (CacheAwarePolicy, Arc<ManualClock>) {
+    let manual = Arc::new(ManualClock::new());
+    let clock = WallClock::new(manual.clone(), Duration::from_secs(1_700_000_000));
+    let policy = CacheAwarePolicy::new(
+        CacheAwareConfig::default(),
+        &ConsistentHashConfig::default(),
+        RoutingKeyConfig::default(),
+        clock,
+        sink,
+    )
+    .unwrap();
+    for (offset, name) in (0u32..4).zip(NAMES).rev() {
+        policy.worker_added(WorkerId(id_base + offset), name);
+    }
+    (policy, manual)
+}
+
+fn routed(policy: &CacheAwarePolicy, prompt: &str, candidates: &[Candidate]) -> (String, Decision) {
+    let request = RouteRequest {
+        prompt,
+        session_id: None,
+        user: None,
+    };
+    let decision = policy.select(&request, candidates).unwrap();
+    let ring = policy.membership.ring();
+    (ring.name_of(decision.worker).unwrap().to_string(), decision)
+}
+
+/// Application of conversation `n`: 0 for 85 %, 1 for 10 %, 2 for 5 %.
+fn app_of(n: usize) -> usize {
+    match n % 20 {
+        0..=16 => 0,
+        17 | 18 => 1,
+        _ => 2,
+    }
+}
+
+/// A load view that varies by request but stays within the opening bound everywhere.
+fn loads_at(step: usize) -> Vec<(&'static str, u64)> {
+    (0..4)
+        .map(|w| (NAMES[w], ((step + w) % 2) as u64))
+        .collect()
+}
+
+#[test]
+fn replicas_fed_the_same_requests_and_load_view_place_alike_and_follow_unseen_conversations() {
+    let (a, clock_a) = replica(0, Arc::new(DiscardAffinity));
+    let (b, clock_b) = replica(50, Arc::new(DiscardAffinity));
+    // A third replica sees the same mix of prompts but other conversations: its plan matches,
+    // its prefix tree holds none of the conversations below.
+    let (c, clock_c) = replica(90, Arc::new(DiscardAffinity));
+    let mut homes = BTreeMap::new();
+    for n in 0..400 {
+        for clock in [&clock_a, &clock_b, &clock_c] {
+            clock.advance(Duration::from_millis(50));
+        }
+        let loads = loads_at(n);
+        let opening = chat(app_of(n), n, 1);
+        let (on_a, decision) = routed(&a, &opening, &fleet(&a, &loads));
+        let (on_b, on_b_decision) = routed(&b, &opening, &fleet(&b, &loads));
+        assert_eq!(
+            (&on_a, decision.branch),
+            (&on_b, on_b_decision.branch),
+            "{n}"
+        );
+        assert_eq!(decision.branch, PROMPT_GROUP, "{n}");
+        routed(&c, &chat(app_of(n), 10_000 + n, 1), &fleet(&c, &loads));
+        homes.insert(n, on_a);
+    }
+    // Later turns of the last conversations, sent to the replica that never saw them, under
+    // another load view: they go where the conversation lives.
+    for n in 300..400 {
+        for turns in 2..4 {
+            let (on_c, decision) = routed(&c, &chat(app_of(n), n, turns), &idle_except(&c, &[]));
+            assert_eq!(&on_c, &homes[&n], "conversation {n}, turn {turns}");
+            // Its second turn by the group plan, the third as a continuation of the second.
+            let expected = if turns == 2 { PROMPT_GROUP } else { PREFIX_HIT };
+            assert_eq!(decision.branch, expected);
+            // The replica that placed it follows its own record of the previous turn.
+            let (on_a, decision) = routed(&a, &chat(app_of(n), n, turns), &idle_except(&a, &[]));
+            assert_eq!((&on_a, decision.branch), (&homes[&n], PREFIX_HIT));
+        }
+    }
+}
+
+#[test]
+fn a_popular_system_prompt_spreads_over_several_workers_and_a_rare_one_keeps_one() {
+    let (policy, clock) = replica(0, Arc::new(DiscardAffinity));
+    let mut workers_of: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+    let mut per_worker: BTreeMap<String, usize> = BTreeMap::new();
+    for n in 0..600 {
+        clock.advance(Duration::from_millis(50));
+        let (worker, _) = routed(&policy, &chat(app_of(n), n, 1), &idle_except(&policy, &[]));
+        // Once the shares have settled (the plan is rebuilt every second).
+        if n >= 200 {
+            workers_of
+                .entry(app_of(n))
+                .or_default()
+                .insert(worker.clone());
+            *per_worker.entry(worker).or_insert(0) += 1;
+        }
+    }
+    // 85 % of the traffic needs more than three workers' even share: more than one worker.
+    assert!(workers_of[&0].len() >= 3, "{workers_of:?}");
+    // 10 % and 5 % fit within one worker each.
+    assert_eq!(workers_of[&1].len(), 1, "{workers_of:?}");
+    assert_eq!(workers_of[&2].len(), 1, "{workers_of:?}");
+    // And the workers stay evenly loaded (400 conversations, 100 each on average).
+    assert_eq!(per_worker.len(), 4, "{per_worker:?}");
+    assert!(
+        per_worker
+            .values()
+            .all(|&count| (60..=140).contains(&count)),
+        "{per_worker:?}"
+    );
+    let snapshot = policy.stats();
+    assert_eq!(snapshot.load_moves, 0);
+}
+
+#[test]
+fn switched_off_every_prompt_spreads_over_the_whole_ring() {
+    let policy = CacheAwarePolicy::new(
+        CacheAwareConfig {
+            prompt_groups: false,
+            ..Default::default()
+        },
+        &ConsistentHashConfig::default(),
+        RoutingKeyConfig::default(),
+        super::tests_affinity::frozen_clock(),
+        Arc::new(DiscardAffinity),
+    )
+    .unwrap();
+    for (offset, name) in (0u32..4).zip(NAMES) {
+        policy.worker_added(WorkerId(offset), name);
+    }
+    let rare: BTreeSet<String> = (0..200)
+        .filter(|&n| app_of(n) == 2)
+        .map(|n| routed(&policy, &chat(2, n, 1), &idle_except(&policy, &[])).0)
+        .collect();
+    assert_eq!(rare.len(), 4, "{rare:?}");
+}
+
+#[test]
+fn a_first_turn_over_the_load_bound_spills_down_the_ranking_and_is_announced() {
+    let recorder = Arc::new(Recorder::default());
+    let (policy, clock) = replica(0, recorder.clone());
+    // Settle a plan: one prompt only, so it is planned over every worker.
+    for n in 0..40 {
+        clock.advance(Duration::from_millis(50));
+        routed(&policy, &chat(0, n, 1), &idle_except(&policy, &[]));
+    }
+    recorder.take();
+    // Find a new conversation whose group worker is then loaded far over the bound.
+    let mut spilled = 0;
+    for n in 40..80 {
+        let (home, _) = routed(&policy, &chat(0, n, 1), &idle_except(&policy, &[]));
+        recorder.take();
+        // The same opening again, as a different conversation would not be: a fresh replica.
+        let (other, other_clock) = replica(10, recorder.clone());
+        for m in 0..40 {
+            other_clock.advance(Duration::from_millis(50));
+            routed(&other, &chat(0, m, 1), &idle_except(&other, &[]));
+        }
+        recorder.take();
+        let hot: Vec<(&str, u64)> = NAMES
+            .iter()
+            .map(|&name| (name, if name == home { 20 } else { 0 }))
+            .collect();
+        let (worker, decision) = routed(&other, &chat(0, n, 1), &fleet(&other, &hot));
+        assert_ne!(worker, home);
+        assert_eq!(decision.branch, PROMPT_GROUP_SPILL);
+        let events = recorder.take();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(
+            (events[0].reason, events[0].worker.as_str()),
+            (AffinityReason::LoadMove, worker.as_str())
+        );
+        spilled += 1;
+        if spilled == 3 {
+            break;
+        }
+    }
+    assert_eq!(spilled, 3);
+}
