@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_warmup::degradation::{AuditKind, CallerPolicy, OverloadState, ServeMode, Signals};
@@ -15,56 +14,11 @@ use switchyard_warmup::{
     DegradationError, LazyWarm, Level, Tier, WarmupManager, WarmupOptions,
 };
 
-type FailWhen = Box<dyn Fn(&DegradationAction) -> bool + Send + Sync>;
-
-#[derive(Default)]
-struct FakeActions {
-    applied: Mutex<Vec<DegradationAction>>,
-    fail_when: Mutex<Option<FailWhen>>,
-}
-
-impl ActionExecutor for FakeActions {
-    async fn apply(&self, action: &DegradationAction) -> Result<(), ActionError> {
-        if self
-            .fail_when
-            .lock()
-            .as_ref()
-            .is_some_and(|fail| fail(action))
-        {
-            return Err(ActionError(format!(
-                "{} could not be applied",
-                action.label()
-            )));
-        }
-        self.applied.lock().push(*action);
-        Ok(())
-    }
-}
-
 fn water(level: f64) -> Signals {
     Signals {
         water_level: Some(level),
         overload: OverloadState::Normal,
     }
-}
-
-fn controller() -> (
-    DegradationController,
-    Arc<FakeActions>,
-    switchyard_core::ManualClock,
-    prometheus::Registry,
-) {
-    let (clock, wall) = manual_wall(0);
-    let actions = Arc::new(FakeActions::default());
-    let registry = prometheus::Registry::new();
-    let controller = DegradationController::new(
-        DegradationConfig::default(),
-        actions.clone(),
-        wall,
-        &registry,
-    )
-    .unwrap();
-    (controller, actions, clock, registry)
 }
 
 fn entered(evaluation: &switchyard_warmup::degradation::Evaluation) -> Vec<u8> {

@@ -7,46 +7,9 @@
 mod common;
 
 use common::*;
-use parking_lot::Mutex;
-use std::sync::Arc;
 use std::time::Duration;
 use switchyard_warmup::degradation::{Evaluation, LevelCause, OverloadState, Signals};
-use switchyard_warmup::{
-    ActionError, ActionExecutor, DegradationAction, DegradationConfig, DegradationController, Level,
-};
-
-/// Records applied actions; refuses concurrency changes while `refuse_concurrency` is set.
-#[derive(Default)]
-struct FakeActions {
-    applied: Mutex<Vec<DegradationAction>>,
-    refuse_concurrency: Mutex<bool>,
-}
-
-impl ActionExecutor for FakeActions {
-    async fn apply(&self, action: &DegradationAction) -> Result<(), ActionError> {
-        if *self.refuse_concurrency.lock()
-            && matches!(action, DegradationAction::ConcurrencyRatio { .. })
-        {
-            return Err(ActionError("admission refused the new limit".into()));
-        }
-        self.applied.lock().push(*action);
-        Ok(())
-    }
-}
-
-fn controller() -> (
-    DegradationController,
-    Arc<FakeActions>,
-    switchyard_core::ManualClock,
-    prometheus::Registry,
-) {
-    let (clock, wall) = manual_wall(0);
-    let actions = Arc::new(FakeActions::default());
-    let registry = prometheus::Registry::new();
-    let config = DegradationConfig::default();
-    let controller = DegradationController::new(config, actions.clone(), wall, &registry).unwrap();
-    (controller, actions, clock, registry)
-}
+use switchyard_warmup::{DegradationAction, Level};
 
 fn entered(evaluation: &Evaluation) -> Vec<u8> {
     evaluation
@@ -136,7 +99,9 @@ async fn the_concurrency_cut_follows_the_cause_while_the_level_holds_its_five_mi
         1.0
     );
     // Overloaded again with the budget cool: the cut goes, must-succeed as ever.
-    *actions.refuse_concurrency.lock() = true;
+    *actions.fail_when.lock() = Some(Box::new(|a| {
+        matches!(a, DegradationAction::ConcurrencyRatio { .. })
+    }));
     let failed = controller
         .evaluate(signals(0.5, OverloadState::Overloaded))
         .await;
@@ -159,7 +124,7 @@ async fn the_concurrency_cut_follows_the_cause_while_the_level_holds_its_five_mi
             .is_empty(),
         "retry waits"
     );
-    *actions.refuse_concurrency.lock() = false;
+    *actions.fail_when.lock() = None;
     clock.advance(Duration::from_secs(30));
     controller
         .evaluate(signals(0.5, OverloadState::Overloaded))

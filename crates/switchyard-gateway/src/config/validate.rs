@@ -108,10 +108,11 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn error_path(text: &str) -> String {
+    /// The field path an invalid config's error names.
+    pub(in crate::config) fn error_path(text: &str) -> String {
         match Config::parse(text) {
             Err(ConfigError::Invalid { path, .. }) => path,
             other => panic!("expected an invalid-config error, got {other:?}"),

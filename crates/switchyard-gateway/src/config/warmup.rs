@@ -33,14 +33,8 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Config, ConfigError};
-
-    fn error_path(text: &str) -> String {
-        match Config::parse(text) {
-            Err(ConfigError::Invalid { path, .. }) => path,
-            other => panic!("expected an invalid-config error, got {other:?}"),
-        }
-    }
+    use crate::config::Config;
+    use crate::config::validate::tests::error_path;
 
     #[test]
     fn warmup_and_degradation_errors_name_their_fields() {

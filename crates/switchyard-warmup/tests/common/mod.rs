@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use switchyard_core::{ManualClock, WallClock};
 use switchyard_warmup::{
+    ActionError, ActionExecutor, DegradationAction, DegradationConfig, DegradationController,
     ResourceConfig, ResourceKind, Tier, WarmupConfig, WarmupError, WarmupExecutor, WarmupManager,
     WarmupOptions, WarmupOutcome, WarmupResource,
 };
@@ -176,4 +177,53 @@ pub fn metric(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str
                 + m.get_histogram().get_sample_count() as f64
         })
         .sum()
+}
+
+/// Which degradation actions [`FakeActions`] refuses.
+pub type FailWhen = Box<dyn Fn(&DegradationAction) -> bool + Send + Sync>;
+
+/// Records the degradation actions applied; refuses those `fail_when` picks while it is set.
+#[derive(Default)]
+pub struct FakeActions {
+    pub applied: Mutex<Vec<DegradationAction>>,
+    pub fail_when: Mutex<Option<FailWhen>>,
+}
+
+impl ActionExecutor for FakeActions {
+    async fn apply(&self, action: &DegradationAction) -> Result<(), ActionError> {
+        if self
+            .fail_when
+            .lock()
+            .as_ref()
+            .is_some_and(|fail| fail(action))
+        {
+            return Err(ActionError(format!(
+                "{} could not be applied",
+                action.label()
+            )));
+        }
+        self.applied.lock().push(*action);
+        Ok(())
+    }
+}
+
+/// A degradation controller with the default config on a manual clock at the day's start,
+/// acting through [`FakeActions`], with its own metrics registry.
+pub fn controller() -> (
+    DegradationController,
+    Arc<FakeActions>,
+    switchyard_core::ManualClock,
+    prometheus::Registry,
+) {
+    let (clock, wall) = manual_wall(0);
+    let actions = Arc::new(FakeActions::default());
+    let registry = prometheus::Registry::new();
+    let controller = DegradationController::new(
+        DegradationConfig::default(),
+        actions.clone(),
+        wall,
+        &registry,
+    )
+    .unwrap();
+    (controller, actions, clock, registry)
 }
