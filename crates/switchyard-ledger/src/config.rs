@@ -80,14 +80,13 @@ pub struct RaftTimings {
     pub logs_kept_after_snapshot: u64,
 }
 
-/// openraft 0.9 waits for each log append's fsync inside its core task, which also sends the
-/// heartbeats, and a follower stands after hearing nothing for its leader lease
-/// (`election_timeout_max_ms`) plus a drawn election timeout: 1.2-1.6 s with these defaults.
-/// A disk that stalls an fsync longer than that (1.2-2.5 s were common on a disk shared with
-/// builds) deposes a healthy leader. Raising them outlasts more stalls but lengthens every
+/// A follower stands after hearing nothing for its leader lease (`election_timeout_max_ms`)
+/// plus a drawn election timeout: 1.2-1.6 s with these defaults. Upstream openraft 0.9 sends
+/// no heartbeat while its leader waits for an fsync, so a disk stalling longer (1.2-2.5 s
+/// were common on a disk shared with builds) deposed a healthy leader; the vendored copy keeps
+/// heartbeating meanwhile (`vendor/openraft/PATCHES.md`). Raising these would lengthen every
 /// failover and leadership handover past the 3 s write timeout (a handover under writes then
-/// loses writes), so the defaults stay; slow disks want `[cluster.raft]` raised with
-/// `write_timeout` and `renewal_wait`.
+/// loses writes), so the defaults stay.
 impl Default for RaftTimings {
     fn default() -> Self {
         Self {

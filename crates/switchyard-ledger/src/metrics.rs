@@ -15,6 +15,8 @@ pub struct LedgerMetrics {
     pub replication_lag: IntGaugeVec,
     pub apply_seconds: Histogram,
     pub commit_seconds: Histogram,
+    pub log_flush_seconds: Histogram,
+    pub log_flush_entries: Histogram,
     pub invariant_violations: IntCounter,
     pub lease_requests: IntCounterVec,
     pub lease_local_expiries: IntCounter,
@@ -91,6 +93,23 @@ impl LedgerMetrics {
                 .buckets(vec![
                     5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 3.0,
                 ]),
+            )?,
+            log_flush_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "switchyard_ledger_log_flush_seconds",
+                    "Time to append one batch of Raft log entries durably (a redb commit, an \
+                     fsync); the Raft core waits for it",
+                )
+                .buckets(vec![
+                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                ]),
+            )?,
+            log_flush_entries: Histogram::with_opts(
+                HistogramOpts::new(
+                    "switchyard_ledger_log_flush_entries",
+                    "Raft log entries made durable by one flush (batch size)",
+                )
+                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
             )?,
             invariant_violations: IntCounter::new(
                 "switchyard_ledger_invariant_violations_total",
@@ -242,6 +261,8 @@ impl LedgerMetrics {
         registry.register(Box::new(metrics.replication_lag.clone()))?;
         registry.register(Box::new(metrics.apply_seconds.clone()))?;
         registry.register(Box::new(metrics.commit_seconds.clone()))?;
+        registry.register(Box::new(metrics.log_flush_seconds.clone()))?;
+        registry.register(Box::new(metrics.log_flush_entries.clone()))?;
         registry.register(Box::new(metrics.invariant_violations.clone()))?;
         registry.register(Box::new(metrics.lease_requests.clone()))?;
         registry.register(Box::new(metrics.lease_local_expiries.clone()))?;

@@ -109,6 +109,15 @@ impl LedgerRuntime {
             node.faults()
                 .set_one_way_delay(Duration::from_millis(delay_ms));
         }
+        if let Some(stall_ms) =
+            chaos_ms("SWITCHYARD_LOG_FLUSH_STALL_MS").and_then(|ms| u64::try_from(ms).ok())
+        {
+            warn!(
+                stall_ms,
+                "every Raft log flush stalled before its fsync (chaos test)"
+            );
+            node.set_test_log_flush_stall(Duration::from_millis(stall_ms));
+        }
         info!(
             node_id = config.node_id,
             raft_addr = node.raft_addr(),
@@ -162,7 +171,8 @@ impl LedgerRuntime {
 /// (`SWITCHYARD_CHAOS_ENDPOINTS=1`), so a stray variable cannot change a production replica:
 /// `SWITCHYARD_CLOCK_SKEW_MS` skews the ledger wall clock from the start,
 /// `SWITCHYARD_RAFT_DELAY_MS` delays every ledger call to another replica each way (replicas
-/// in other regions).
+/// in other regions), `SWITCHYARD_LOG_FLUSH_STALL_MS` sleeps before every Raft log flush (a
+/// disk whose fsync stalls).
 fn chaos_ms(name: &str) -> Option<i64> {
     let chaos = std::env::var("SWITCHYARD_CHAOS_ENDPOINTS").is_ok_and(|v| v == "1");
     let value = std::env::var(name).ok()?;

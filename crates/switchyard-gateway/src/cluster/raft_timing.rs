@@ -2,8 +2,8 @@
 //! (heartbeats included) by the heartbeat interval and every vote request by the smallest
 //! election timeout, so both must exceed the round trip between replicas: with replicas in
 //! different regions the defaults (tuned for one data centre) make every heartbeat time out
-//! and leadership churn. The election timeouts must also outlast the longest fsync of the
-//! replicas' disks: openraft 0.9 sends no heartbeat while its leader waits for one.
+//! and leadership churn. Disk stalls need no raised timings: the vendored openraft's leader
+//! keeps heartbeating while it waits for an fsync (`vendor/openraft/PATCHES.md`).
 
 use serde::{Deserialize, Serialize};
 use switchyard_ledger::config::RaftTimings;
@@ -17,7 +17,7 @@ pub struct RaftTimingConfig {
     pub heartbeat_interval_ms: u64,
     /// A follower that hears no leader for the maximum (openraft's leader lease) plus a
     /// random time between these two starts an election (defaults 400 and 800 ms: 1.2-1.6 s
-    /// of silence, which an fsync stall on a busy disk can exceed). The minimum is also the
+    /// of silence). The minimum is also the
     /// timeout of a vote request. A dead leader is replaced that long after it dies;
     /// requests whose lease runs dry meanwhile wait (at least 2 x the maximum).
     pub election_timeout_min_ms: u64,

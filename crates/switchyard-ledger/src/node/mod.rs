@@ -36,7 +36,9 @@ use crate::network::{FaultSwitch, HttpTransport, NetworkFactory, SNAPSHOT_CHUNK_
 use crate::quota::LedgerQuota;
 use crate::raft_types::LedgerRaft;
 use crate::spend::{SpendAccumulator, SpendReporter};
-use crate::store::{LogStore, StateMachineStore, StoreEvents, identity, open_database};
+use crate::store::{
+    LogFlushStats, LogStore, StateMachineStore, StoreEvents, identity, open_database,
+};
 use crate::view::LedgerView;
 use lease_keeper::LeaseKeeper;
 
@@ -61,6 +63,7 @@ pub struct LedgerNode {
     writers: Vec<JoinHandle<()>>,
     /// HTTP server and housekeeping.
     services: Vec<JoinHandle<()>>,
+    log_flush: Arc<LogFlushStats>,
 }
 
 impl LedgerNode {
@@ -81,7 +84,11 @@ impl LedgerNode {
         // Opened after the database, whose lock keeps a second process off this data dir.
         let (journal, recovered) = SpendJournal::open(&config.data_dir)?;
         let journal = Arc::new(journal);
-        let log_store = LogStore::new(db.clone());
+        let log_flush = Arc::new(LogFlushStats::new(
+            metrics.log_flush_seconds.clone(),
+            metrics.log_flush_entries.clone(),
+        ));
+        let log_store = LogStore::new(db.clone(), log_flush.clone());
         let committed = log_store.committed_index();
         let view = Arc::new(ArcSwap::from_pointee(LedgerView::default()));
         let (affinity, _) = broadcast::channel(4096);
@@ -243,6 +250,7 @@ impl LedgerNode {
             shutdown,
             writers: vec![keeper_task, reporter_task, journal_task, reclaim_task],
             services: vec![server_task, housekeeping_task],
+            log_flush,
         })
     }
 
@@ -267,6 +275,12 @@ impl LedgerNode {
     /// The wall clock this node stamps entries with while it leads (the chaos suite skews it).
     pub fn wall_clock(&self) -> &LedgerWallClock {
         &self.core.config.wall_clock
+    }
+
+    /// Test-only: every later Raft log append of this node sleeps `stall` before its durable
+    /// commit, standing in for a disk whose fsync stalls (zero turns it off).
+    pub fn set_test_log_flush_stall(&self, stall: Duration) {
+        self.log_flush.set_test_stall(stall);
     }
 
     /// The partition injector of this node.

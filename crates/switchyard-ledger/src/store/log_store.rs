@@ -1,12 +1,24 @@
 //! The Raft log, vote and committed marker in redb.
+//!
+//! openraft 0.9's core task awaits every append (and its flush callback) and every purge; the
+//! vendored copy keeps a leader heartbeating meanwhile (`vendor/openraft/PATCHES.md`). What
+//! stays on the core's path is one redb transaction per call: appends are durable (fsync)
+//! before their callback, the vote is durable before `save_vote` returns, a purge is not
+//! synced on its own (the snapshot covering it already is; a purge lost in a crash only
+//! leaves entries the snapshot makes redundant, and the next durable commit persists it), and
+//! the committed marker rides along with the next log write instead of a transaction of its
+//! own.
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{Entry, LogState, OptionalSend, RaftLogReader, Vote};
-use redb::{Database, Durability, ReadableTable};
+use parking_lot::Mutex;
+use prometheus::Histogram;
+use redb::{Database, Durability, ReadableTable, WriteTransaction};
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use super::db::{LOG, META, StoreError, read_err, write_err};
 use crate::codec::{decode, encode};
@@ -16,18 +28,53 @@ const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const LAST_PURGED: &str = "last_purged";
 
+/// How long appends take to become durable, and the test-only stall before each flush.
+pub struct LogFlushStats {
+    seconds: Histogram,
+    entries: Histogram,
+    /// Test-only: sleep this long (microseconds) before each append's durable commit, to stand
+    /// in for a disk whose fsync stalls. Zero in production.
+    test_stall_us: AtomicU64,
+}
+
+impl LogFlushStats {
+    pub fn new(seconds: Histogram, entries: Histogram) -> Self {
+        Self {
+            seconds,
+            entries,
+            test_stall_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Test-only: every later append sleeps `stall` before its durable commit (zero: off).
+    pub fn set_test_stall(&self, stall: Duration) {
+        let micros = u64::try_from(stall.as_micros()).unwrap_or(u64::MAX);
+        self.test_stall_us.store(micros, Ordering::Relaxed);
+    }
+
+    fn test_stall(&self) -> Duration {
+        Duration::from_micros(self.test_stall_us.load(Ordering::Relaxed))
+    }
+}
+
 /// Log storage; cheap to clone (the log reader is a clone).
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<Database>,
     committed_index: Arc<AtomicU64>,
+    /// The committed marker openraft saved last, not yet written: it goes into the next log
+    /// write's transaction (losing it only means re-learning the commit point).
+    pending_committed: Arc<Mutex<Option<Vec<u8>>>>,
+    flush: Arc<LogFlushStats>,
 }
 
 impl LogStore {
-    pub fn new(db: Arc<Database>) -> Self {
+    pub fn new(db: Arc<Database>, flush: Arc<LogFlushStats>) -> Self {
         Self {
             db,
             committed_index: Arc::new(AtomicU64::new(0)),
+            pending_committed: Arc::new(Mutex::new(None)),
+            flush,
         }
     }
 
@@ -48,23 +95,21 @@ impl LogStore {
         Ok(Some(decode(value.value())?))
     }
 
-    /// Writes one meta key off the async runtime; `durable` waits for fsync.
-    async fn write_meta(
+    /// Writes one meta key durably (fsync) off the async runtime.
+    async fn write_meta_durably(
         &self,
         key: &'static str,
         bytes: Vec<u8>,
-        durable: bool,
     ) -> Result<(), StoreError> {
         let db = self.db.clone();
+        let committed = self.pending_committed.lock().take();
         blocking(move || {
-            let mut txn = db.begin_write()?;
-            if !durable {
-                txn.set_durability(Durability::None);
-            }
+            let txn = db.begin_write()?;
             {
                 let mut table = txn.open_table(META)?;
                 table.insert(key, bytes.as_slice())?;
             }
+            write_committed(&txn, committed)?;
             txn.commit()?;
             Ok(())
         })
@@ -81,16 +126,19 @@ impl LogStore {
         Ok(Some(entry.log_id))
     }
 
-    /// Deletes log entries in `range` (one durable transaction).
+    /// Deletes log entries in `range` in one transaction, durable (fsync) or not.
     async fn delete_range(
         &self,
         range: (Bound<u64>, Bound<u64>),
         purged: Option<LogId>,
+        durability: Durability,
     ) -> Result<(), StoreError> {
         let db = self.db.clone();
         let purged = purged.map(|id| encode(&id)).transpose()?;
+        let committed = self.pending_committed.lock().take();
         blocking(move || {
-            let txn = db.begin_write()?;
+            let mut txn = db.begin_write()?;
+            txn.set_durability(durability);
             {
                 let mut table = txn.open_table(LOG)?;
                 let keys: Vec<u64> = table
@@ -105,11 +153,49 @@ impl LogStore {
                     meta.insert(LAST_PURGED, purged.as_slice())?;
                 }
             }
+            write_committed(&txn, committed)?;
             txn.commit()?;
             Ok(())
         })
         .await
     }
+
+    /// Writes `rows` in one durable transaction (with the pending committed marker); the
+    /// test-only stall sleeps first. Observed as one flush.
+    async fn append_durably(&self, rows: Vec<(u64, Vec<u8>)>) -> Result<(), StoreError> {
+        let db = self.db.clone();
+        let committed = self.pending_committed.lock().take();
+        let flush = self.flush.clone();
+        blocking(move || {
+            let started = Instant::now();
+            let stall = flush.test_stall();
+            if !stall.is_zero() {
+                std::thread::sleep(stall);
+            }
+            let txn = db.begin_write()?;
+            {
+                let mut table = txn.open_table(LOG)?;
+                for (index, bytes) in &rows {
+                    table.insert(*index, bytes.as_slice())?;
+                }
+            }
+            write_committed(&txn, committed)?;
+            txn.commit()?;
+            flush.seconds.observe(started.elapsed().as_secs_f64());
+            flush.entries.observe(rows.len() as f64);
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Adds the committed marker openraft saved last (if any) to a log write's transaction.
+fn write_committed(txn: &WriteTransaction, committed: Option<Vec<u8>>) -> Result<(), StoreError> {
+    if let Some(bytes) = committed {
+        let mut meta = txn.open_table(META)?;
+        meta.insert(COMMITTED, bytes.as_slice())?;
+    }
+    Ok(())
 }
 
 /// Runs a redb write on the blocking pool: a durable commit is an fsync.
@@ -159,7 +245,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
         let bytes = encode(vote).map_err(write_err)?;
-        self.write_meta(VOTE, bytes, true).await.map_err(write_err)
+        self.write_meta_durably(VOTE, bytes)
+            .await
+            .map_err(write_err)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
@@ -170,15 +258,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if let Some(id) = committed {
             self.committed_index.fetch_max(id.index, Ordering::Relaxed);
         }
-        // Not fsynced on its own: losing it only means re-learning the commit point from the
-        // leader; the next durable commit (append, vote) persists it anyway.
+        // No transaction of its own (it would wait for redb's write lock behind a flush):
+        // kept until the next log write, which persists it. Losing it only means re-learning
+        // the commit point from the leader.
         let bytes = encode(&committed).map_err(write_err)?;
-        self.write_meta(COMMITTED, bytes, false)
-            .await
-            .map_err(write_err)
+        *self.pending_committed.lock() = Some(bytes);
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        if let Some(bytes) = self.pending_committed.lock().as_ref() {
+            let committed: Option<LogId> = decode(bytes).map_err(read_err)?;
+            return Ok(committed);
+        }
         let committed: Option<Option<LogId>> = self.read_meta(COMMITTED).map_err(read_err)?;
         Ok(committed.flatten())
     }
@@ -196,20 +288,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for entry in entries {
             rows.push((entry.log_id.index, encode(&entry).map_err(write_err)?));
         }
-        let db = self.db.clone();
-        let result = blocking(move || {
-            let txn = db.begin_write()?;
-            {
-                let mut table = txn.open_table(LOG)?;
-                for (index, bytes) in &rows {
-                    table.insert(*index, bytes.as_slice())?;
-                }
-            }
-            txn.commit()?;
-            Ok(())
-        })
-        .await;
-        match result {
+        // The callback fires only after the durable commit returned.
+        match self.append_durably(rows).await {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
                 Ok(())
@@ -222,17 +302,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.delete_range((Bound::Included(log_id.index), Bound::Unbounded), None)
-            .await
-            .map_err(write_err)
+        self.delete_range(
+            (Bound::Included(log_id.index), Bound::Unbounded),
+            None,
+            Durability::Immediate,
+        )
+        .await
+        .map_err(write_err)
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         self.delete_range(
             (Bound::Unbounded, Bound::Included(log_id.index)),
             Some(log_id),
+            Durability::None,
         )
         .await
         .map_err(write_err)
     }
 }
+
+#[cfg(test)]
+#[path = "log_store_tests.rs"]
+mod tests;

@@ -1,6 +1,6 @@
 //! Durable storage on redb: the Raft log and vote ([`LogStore`]) and the state machine with
-//! its snapshots ([`StateMachineStore`]). Both share one database file in the data dir; every
-//! write that openraft waits on is a durable (fsync) commit before it is acknowledged.
+//! its snapshots ([`StateMachineStore`]). Both share one database file in the data dir; log
+//! entries and the vote are durable (fsync) before openraft is told so (see `log_store`).
 
 mod db;
 pub mod identity;
@@ -8,5 +8,5 @@ mod log_store;
 mod state_machine;
 
 pub use db::{StoreError, open_database};
-pub use log_store::LogStore;
+pub use log_store::{LogFlushStats, LogStore};
 pub use state_machine::{StateMachineStore, StoreEvents};
