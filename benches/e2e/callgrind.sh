@@ -19,51 +19,25 @@
 #   BASE_PORT    first loopback port tried                               [21500]
 #   OUT_DIR      where logs and callgrind files go                       [mktemp -d]
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
 REQUESTS=${REQUESTS:-2000}
 WARMUP=${WARMUP:-300}
 CONNECTIONS=${CONNECTIONS:-4}
 BASE_PORT=${BASE_PORT:-21500}
 OUT_DIR=${OUT_DIR:-$(mktemp -d /tmp/switchyard-callgrind.XXXXXX)}
 mkdir -p "$OUT_DIR"
+LOG_TAG=callgrind
+# A gateway under valgrind starts and answers slowly.
+READY_TRIES=1200
+READY_TIMEOUT=5
+# shellcheck source=benches/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-log() { printf '[callgrind] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 2; }
 [[ $# -ge 1 ]] || die "usage: $0 BINARY [BINARY...]"
 for tool in nginx valgrind callgrind_control curl python3; do
     command -v "$tool" >/dev/null || die "$tool missing"
 done
 
-PIDS=()
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
-    sleep 0.5
-    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-NEXT_PORT=$BASE_PORT
-pick_port() {
-    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
-    printf -v "$1" '%d' "$NEXT_PORT"
-    NEXT_PORT=$((NEXT_PORT + 1))
-}
-
 BODY='{"model":"bench-model","messages":[{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":1,"stream":false}'
-wait_ready() {
-    local url=$1 code=000
-    for _ in $(seq 1200); do
-        code=$(curl -s -o /dev/null -w '%{http_code}' -m 5 -H 'content-type: application/json' \
-            -d "$BODY" "$url/v1/chat/completions" || true)
-        [[ $code == 200 ]] && return 0
-        sleep 0.1
-    done
-    die "$url not answering 200 (last status: $code)"
-}
 
 # drive URL COUNT: COUNT chat completions over CONNECTIONS keep-alive connections; fails on
 # any status other than 200.
@@ -90,15 +64,7 @@ if failures:
 PY
 }
 
-pick_port NGINX_PORT
-mkdir -p "$OUT_DIR/nginx"
-sed -e "s#@PORT@#$NGINX_PORT#" -e "s#@PREFIX@#$OUT_DIR/nginx#g" -e "s#@WORKERS@#1#" \
-    "$HERE/nginx/upstream.conf.template" >"$OUT_DIR/nginx/nginx.conf"
-setsid nginx -c "$OUT_DIR/nginx/nginx.conf" -p "$OUT_DIR/nginx" -e "$OUT_DIR/nginx/error.log" \
-    >"$OUT_DIR/nginx.log" 2>&1 &
-PIDS+=("$!")
-UPSTREAM=http://127.0.0.1:$NGINX_PORT
-wait_ready "$UPSTREAM"
+start_nginx "" 1
 
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ); load: $(cut -d' ' -f1-3 /proc/loadavg)" \
     "REQUESTS=$REQUESTS WARMUP=$WARMUP CONNECTIONS=$CONNECTIONS" | tee "$OUT_DIR/instructions.txt"
@@ -108,12 +74,11 @@ for bin in "$@"; do
     index=$((index + 1))
     pick_port PORT
     out="$OUT_DIR/callgrind.$index.out"
-    setsid valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
-        "$bin" serve --host 127.0.0.1 --port "$PORT" --policy round_robin \
-        --worker-url "$UPSTREAM" >"$OUT_DIR/gateway.$index.log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    wait_ready "http://127.0.0.1:$PORT"
+    start "gateway.$index" "" valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$out" "$bin" serve --host 127.0.0.1 --port "$PORT" \
+        --policy round_robin --worker-url "$UPSTREAM"
+    pid=$LAST_PID
+    wait_ready "gateway.$index" "http://127.0.0.1:$PORT"
     drive "http://127.0.0.1:$PORT" "$WARMUP"
     callgrind_control -i on "$pid" >/dev/null
     drive "http://127.0.0.1:$PORT" "$REQUESTS"

@@ -22,7 +22,10 @@
 #   RATE          open-loop offered req/s; 0 = skip the open-loop runs [6400]
 #   RATE_SECONDS  open-loop run length                                 [10]
 #   ROUNDS        times the whole interleaved sweep is repeated        [3]
-#   TARGETS       any of: direct switchyard smg                        ["direct switchyard smg"]
+#   TARGETS       any of: direct switchyard switchyard_b smg           ["direct switchyard smg"]
+#   BIN_B, ENV_B  switchyard_b: a second switchyard (binary BIN_B/switchyard, default BIN's,
+#                 run under `env ENV_B`, e.g. ENV_B='TOKIO_WORKER_THREADS=1'), measured in the
+#                 same rounds, interleaved, for an A/B comparison of two builds or settings
 #   NGINX_WORKERS nginx worker_processes                               [1]
 #   PIN_SERVER    CPU list (taskset -c) for nginx and the gateway under test; empty = no pinning
 #   PIN_LOAD      CPU list for wrk/oha; empty = no pinning                                   []
@@ -58,66 +61,15 @@ SMG=${SMG:-smg}
 OHA=${OHA:-oha}
 QUIET_WAIT=${QUIET_WAIT:-60}
 if command -v "$OHA" >/dev/null; then OPEN_LOOP=${OPEN_LOOP:-oha}; else OPEN_LOOP=${OPEN_LOOP:-sim}; fi
+BIN_B=${BIN_B:-$BIN}
+ENV_B=${ENV_B:-}
 MODEL=bench-model
 mkdir -p "$OUT_DIR"
-
-log() { printf '[nginx-upstream] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 2; }
-
-# ---------------------------------------------------------------- process handling
-PIDS=()
-declare -A PGID=()
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
-    for _ in $(seq 50); do
-        local alive=0
-        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-        [[ $alive == 0 ]] && break
-        sleep 0.1
-    done
-    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# pinned CPUS CMD...: CMD under taskset when CPUS is set.
-pinned() {
-    local cpus=$1; shift
-    if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
-}
-
-# start NAME CMD...: CMD (pinned to PIN_SERVER) in a new session, output to $OUT_DIR/NAME.log.
-start() {
-    local name=$1; shift
-    setsid bash -c 'cpus=$1; shift; if [[ -n $cpus ]]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi' \
-        _ "$PIN_SERVER" "$@" >"$OUT_DIR/$name.log" 2>&1 &
-    PIDS+=("$!")
-    PGID[$name]=$!
-}
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-NEXT_PORT=$BASE_PORT
-pick_port() {
-    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
-    printf -v "$1" '%d' "$NEXT_PORT"
-    NEXT_PORT=$((NEXT_PORT + 1))
-}
+LOG_TAG=nginx-upstream
+# shellcheck source=benches/e2e/lib.sh
+source "$HERE/lib.sh"
 
 BODY="{\"model\":\"$MODEL\",\"messages\":[{\"role\":\"user\",\"content\":\"Say hello to the benchmark.\"}],\"max_tokens\":1,\"stream\":false}"
-wait_ready() {
-    local name=$1 url=$2 code=000
-    for _ in $(seq 600); do
-        kill -0 "${PGID[$name]}" 2>/dev/null || { tail -n 30 "$OUT_DIR/$name.log" >&2; die "$name exited"; }
-        code=$(curl -s -o /dev/null -w '%{http_code}' -m 2 -H 'content-type: application/json' \
-            -d "$BODY" "$url/v1/chat/completions" || true)
-        [[ $code == 200 ]] && { log "$name ready at $url"; return 0; }
-        sleep 0.1
-    done
-    tail -n 30 "$OUT_DIR/$name.log" >&2
-    die "$name not answering 200 at $url after 60 s (last status: $code)"
-}
 
 # ---------------------------------------------------------------- prerequisites
 for tool in nginx wrk curl taskset; do command -v "$tool" >/dev/null || die "$tool missing"; done
@@ -125,6 +77,7 @@ if [[ $RATE != 0 && $OPEN_LOOP == oha ]]; then command -v "$OHA" >/dev/null || d
 if [[ $RATE != 0 && $OPEN_LOOP == sim ]]; then [[ -x $BIN/switchyard-sim ]] || die "no $BIN/switchyard-sim"; fi
 if [[ " $TARGETS " == *" smg "* ]]; then command -v "$SMG" >/dev/null || die "smg missing"; fi
 if [[ " $TARGETS " == *" switchyard "* ]]; then [[ -x $BIN/switchyard ]] || die "no $BIN/switchyard"; fi
+if [[ " $TARGETS " == *" switchyard_b "* ]]; then [[ -x $BIN_B/switchyard ]] || die "no $BIN_B/switchyard"; fi
 
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -134,32 +87,34 @@ if [[ " $TARGETS " == *" switchyard "* ]]; then [[ -x $BIN/switchyard ]] || die 
     [[ $RATE != 0 ]] && echo "open loop: $OPEN_LOOP $([[ $OPEN_LOOP == oha ]] && "$OHA" --version 2>&1 | head -n 1)"
     [[ " $TARGETS " == *" smg "* ]] && echo "smg: $(python3 -c 'import importlib.metadata as m; print(m.version("smg"))' 2>/dev/null || echo '?')"
     echo "switchyard: $BIN/switchyard, commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    [[ " $TARGETS " == *" switchyard_b "* ]] && echo "switchyard_b: $BIN_B/switchyard under env ${ENV_B:-(nothing)}"
     echo "settings: DURATION=$DURATION CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS RATE=$RATE" \
         "RATE_SECONDS=$RATE_SECONDS ROUNDS=$ROUNDS NGINX_WORKERS=$NGINX_WORKERS" \
         "PIN_SERVER='$PIN_SERVER' PIN_LOAD='$PIN_LOAD'"
 } | tee "$OUT_DIR/machine.txt"
 
 # ---------------------------------------------------------------- nginx and the gateways
-pick_port NGINX_PORT
-mkdir -p "$OUT_DIR/nginx"
-sed -e "s#@PORT@#$NGINX_PORT#" -e "s#@PREFIX@#$OUT_DIR/nginx#g" -e "s#@WORKERS@#$NGINX_WORKERS#" \
-    "$HERE/nginx/upstream.conf.template" >"$OUT_DIR/nginx/nginx.conf"
-start nginx nginx -c "$OUT_DIR/nginx/nginx.conf" -p "$OUT_DIR/nginx" -e "$OUT_DIR/nginx/error.log"
-UPSTREAM="http://127.0.0.1:$NGINX_PORT"
-wait_ready nginx "$UPSTREAM"
+start_nginx "$PIN_SERVER" "$NGINX_WORKERS"
 declare -A URL=([direct]=$UPSTREAM)
 
-if [[ " $TARGETS " == *" switchyard "* ]]; then
-    pick_port SY_PORT
-    start switchyard "$BIN/switchyard" serve --host 127.0.0.1 --port "$SY_PORT" \
+# start_switchyard NAME BINARY [VAR=VALUE...]: `serve --policy round_robin` in front of nginx.
+start_switchyard() {
+    local name=$1 binary=$2 port; shift 2
+    pick_port port
+    start "$name" "$PIN_SERVER" env "$@" "$binary" serve --host 127.0.0.1 --port "$port" \
         --policy round_robin --worker-url "$UPSTREAM"
-    URL[switchyard]="http://127.0.0.1:$SY_PORT"
-    wait_ready switchyard "${URL[switchyard]}"
+    URL[$name]="http://127.0.0.1:$port"
+    wait_ready "$name" "${URL[$name]}"
+}
+if [[ " $TARGETS " == *" switchyard "* ]]; then start_switchyard switchyard "$BIN/switchyard"; fi
+if [[ " $TARGETS " == *" switchyard_b "* ]]; then
+    # shellcheck disable=SC2086 # ENV_B is a list of assignments
+    start_switchyard switchyard_b "$BIN_B/switchyard" $ENV_B
 fi
 if [[ " $TARGETS " == *" smg "* ]]; then
     pick_port SMG_PORT
     pick_port SMG_METRICS_PORT
-    start smg "$SMG" launch --host 127.0.0.1 --port "$SMG_PORT" --worker-urls "$UPSTREAM" \
+    start smg "$PIN_SERVER" "$SMG" launch --host 127.0.0.1 --port "$SMG_PORT" --worker-urls "$UPSTREAM" \
         --policy round_robin --disable-tokenizer-autoload \
         --prometheus-host 127.0.0.1 --prometheus-port "$SMG_METRICS_PORT" \
         --log-level warn --shutdown-grace-period-secs 1
@@ -168,22 +123,6 @@ if [[ " $TARGETS " == *" smg "* ]]; then
 fi
 
 # ---------------------------------------------------------------- measurements
-TICK=$(getconf CLK_TCK)
-machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-wait_quiet() {
-    local start=$SECONDS b0 b1 cores
-    [[ $QUIET_WAIT == 0 ]] && return 0
-    while :; do
-        b0=$(machine_busy); sleep 1; b1=$(machine_busy)
-        cores=$(awk -v d="$((b1 - b0))" -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')
-        awk -v c="$cores" 'BEGIN { exit !(c < 0.25) }' && return 0
-        if ((SECONDS - start >= QUIET_WAIT)); then
-            log "machine still busy ($cores cores) after ${QUIET_WAIT}s, measuring anyway"
-            return 0
-        fi
-    done
-}
-secs() { local d=$1; d=${d%s}; echo "${d%.*}"; }
 LIMIT=$(($(secs "$DURATION") + $(secs "$WARMUP") + RATE_SECONDS + 30))
 FAILED=0
 RESULTS="$OUT_DIR/results.tsv"
@@ -284,6 +223,15 @@ if {"switchyard", "smg"} <= set(targets):
     print("\nswitchyard/smg throughput per round: " + ", ".join("%.2f" % x for x in thr))
     lat = per_round("open_loop", "p99_us")
     if lat: print("switchyard/smg open-loop p99 per round: " + ", ".join("%.2f" % x for x in lat))
+if {"switchyard", "switchyard_b"} <= set(targets):
+    rounds = sorted({r["round"] for r in rows})
+    for rd in rounds:
+        v = {r["target"]: r for r in rows if r["round"] == rd and r["mode"] == "saturation"}
+        if "switchyard" in v and "switchyard_b" in v:
+            a, b = v["switchyard"], v["switchyard_b"]
+            print("round %s switchyard_b/switchyard: throughput %.2f, p99/p50 %.2f vs %.2f" % (
+                rd, float(b["rps"]) / float(a["rps"]), float(b["p99_us"]) / float(b["p50_us"]),
+                float(a["p99_us"]) / float(a["p50_us"])))
 EOF
 echo
 [[ $FAILED == 0 ]] && echo "correctness: every measured run had 0 non-2xx and 0 socket errors" \

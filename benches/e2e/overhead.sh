@@ -54,62 +54,11 @@ MODEL=sim-llama
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release"
 mkdir -p "$OUT_DIR"
 
-log() { printf '[overhead] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 2; }
-
-# ---------------------------------------------------------------- process handling
-PIDS=()
-declare -A PGID=()   # target name -> process group (= session) id
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do
-        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    done
-    for _ in $(seq 50); do
-        local alive=0
-        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-        [[ $alive == 0 ]] && break
-        sleep 0.1
-    done
-    for pid in "${PIDS[@]}"; do
-        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# start NAME CMD...: runs CMD in a new process group (session), output to $OUT_DIR/NAME.log.
-start() {
-    local name=$1; shift
-    setsid "$@" >"$OUT_DIR/$name.log" 2>&1 &
-    PIDS+=("$!")
-    LAST_PID=$!
-}
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-NEXT_PORT=$BASE_PORT
-# pick_port VAR: sets VAR to the next loopback port nobody listens on.
-pick_port() {
-    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
-    printf -v "$1" '%d' "$NEXT_PORT"
-    NEXT_PORT=$((NEXT_PORT + 1))
-}
+LOG_TAG=overhead
+# shellcheck source=benches/e2e/lib.sh
+source "$HERE/lib.sh"
 
 BODY="{\"model\":\"$MODEL\",\"messages\":[{\"role\":\"user\",\"content\":\"ping\"}],\"max_tokens\":1}"
-# wait_ready NAME PID BASE_URL: until one chat completion answers 200 (60 s at most).
-wait_ready() {
-    local name=$1 pid=$2 url=$3 code
-    for _ in $(seq 600); do
-        kill -0 "$pid" 2>/dev/null || { tail -n 30 "$OUT_DIR/$name.log" >&2; die "$name exited"; }
-        code=$(curl -s -o /dev/null -w '%{http_code}' -m 2 -H 'content-type: application/json' \
-            -d "$BODY" "$url/v1/chat/completions" || true)
-        [[ $code == 200 ]] && { log "$name ready at $url"; return 0; }
-        sleep 0.1
-    done
-    tail -n 30 "$OUT_DIR/$name.log" >&2
-    die "$name not answering 200 at $url after 60 s (last status: $code)"
-}
 
 # report RESULTS_TSV: the markdown tables (means over rounds, ratios, CPU per request).
 report() {
@@ -196,21 +145,18 @@ fi
 
 # ---------------------------------------------------------------- the upstream and the gateways
 pick_port SIM_PORT
-start sim "$BIN/switchyard-sim" worker --host 127.0.0.1 --port "$SIM_PORT" --model "$MODEL" \
+start sim "" "$BIN/switchyard-sim" worker --host 127.0.0.1 --port "$SIM_PORT" --model "$MODEL" \
     --time-scale "$TIME_SCALE" --max-running "$MAX_RUNNING"
-SIM_PID=$LAST_PID
-PGID[sim]=$SIM_PID
 UPSTREAM="http://127.0.0.1:$SIM_PORT"
-wait_ready sim "$SIM_PID" "$UPSTREAM"
+wait_ready sim "$UPSTREAM"
 declare -A URL=([direct]=$UPSTREAM)
 
 if [[ " $TARGETS " == *" switchyard "* ]]; then
     pick_port SY_PORT
-    start switchyard "$BIN/switchyard" serve --host 127.0.0.1 --port "$SY_PORT" \
+    start switchyard "" "$BIN/switchyard" serve --host 127.0.0.1 --port "$SY_PORT" \
         --policy round_robin --worker-url "$UPSTREAM"
     URL[switchyard]="http://127.0.0.1:$SY_PORT"
-    PGID[switchyard]=$LAST_PID
-    wait_ready switchyard "$LAST_PID" "${URL[switchyard]}"
+    wait_ready switchyard "${URL[switchyard]}"
     grep -q 'switchyard gateway listening' "$OUT_DIR/switchyard.log" \
         || log "warning: no 'switchyard gateway listening' line in switchyard.log"
 fi
@@ -220,13 +166,12 @@ if [[ " $TARGETS " == *" smg "* ]]; then
     pick_port SMG_METRICS_PORT
     # --disable-tokenizer-autoload: pure load balancing, no tokenizer (and no hub download);
     # metrics bound to loopback (SMG's default is 0.0.0.0:29000); warn-level logs.
-    start smg "$SMG" launch --host 127.0.0.1 --port "$SMG_PORT" --worker-urls "$UPSTREAM" \
+    start smg "" "$SMG" launch --host 127.0.0.1 --port "$SMG_PORT" --worker-urls "$UPSTREAM" \
         --policy round_robin --disable-tokenizer-autoload \
         --prometheus-host 127.0.0.1 --prometheus-port "$SMG_METRICS_PORT" \
         --log-level warn --shutdown-grace-period-secs 1
     URL[smg]="http://127.0.0.1:$SMG_PORT"
-    PGID[smg]=$LAST_PID
-    wait_ready smg "$LAST_PID" "${URL[smg]}"
+    wait_ready smg "${URL[smg]}"
 fi
 
 # ---------------------------------------------------------------- measurements
@@ -234,7 +179,6 @@ RESULTS="$OUT_DIR/results.tsv"
 printf 'round\tconns\ttarget\trequests\trps\tp50_us\tp99_us\tnon2xx\tbad_status\terrors\twall_s\tsim_cpu_s\tgw_cpu_s\twrk_cpu_s\tother_cpu_s\tnoisy\n' \
     >"$RESULTS"
 head -n 1 "$RESULTS" >"$OUT_DIR/noisy.tsv"
-secs() { local d=$1; d=${d%s}; echo "${d%.*}"; }
 WRK_LIMIT=$(($(secs "$DURATION") + $(secs "$WARMUP") + 30))
 FAILED=0
 
@@ -247,9 +191,7 @@ wrk_run() {
     return "$rc"
 }
 
-# CPU accounting, in clock ticks: the machine's busy time, and one process group's.
-TICK=$(getconf CLK_TCK)
-machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+# CPU accounting, in clock ticks: one process group's (the machine's: `machine_busy`).
 group_ticks() {
     local pid sum=0 stat
     for pid in $(ps -o pid= --sid "$1" 2>/dev/null); do
@@ -259,21 +201,6 @@ group_ticks() {
         sum=$((sum + f[11] + f[12]))
     done
     echo "$sum"
-}
-
-# wait_quiet: until the machine is idle for 1 s, at most QUIET_WAIT seconds; logs if it never was.
-wait_quiet() {
-    local start=$SECONDS b0 b1 cores
-    [[ $QUIET_WAIT == 0 ]] && return 0
-    while :; do
-        b0=$(machine_busy); sleep 1; b1=$(machine_busy)
-        cores=$(awk -v d="$((b1 - b0))" -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')
-        awk -v c="$cores" 'BEGIN { exit !(c < 0.25) }' && return 0
-        if ((SECONDS - start >= QUIET_WAIT)); then
-            log "machine still busy ($cores cores) after ${QUIET_WAIT}s, measuring anyway"
-            return 0
-        fi
-    done
 }
 
 # measure ROUND CONNS TARGET: one warm-up plus one measured wrk run; appends a results.tsv row.

@@ -33,6 +33,12 @@ impl TraceContext {
             })
     }
 
+    /// Whether the client sent this context in a valid `traceparent` (else it was derived from
+    /// the request id).
+    pub fn is_from_client(&self) -> bool {
+        !self.parent_id.is_empty()
+    }
+
     /// The header for one upstream attempt, with a fresh parent (span) id.
     pub fn child_header(&self) -> HeaderValue {
         let mut span_id = Vec::with_capacity(16);

@@ -1,6 +1,6 @@
 use arc_swap::ArcSwapOption;
-use http::Uri;
 use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderValue, Uri};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use switchyard_core::{Clock, WorkerId};
@@ -28,6 +28,10 @@ pub struct WorkerHandle {
     /// `http`, or `https` for a worker behind TLS.
     scheme: Scheme,
     authority: Authority,
+    /// The `Host` header for requests to this worker (what the HTTP client would otherwise
+    /// format for every request), and the worker's name as a header value.
+    host_header: Option<HeaderValue>,
+    name_header: Option<HeaderValue>,
     health_path: Option<String>,
     engine: Option<EngineKind>,
     models: ArcSwapOption<Vec<String>>,
@@ -66,6 +70,7 @@ impl WorkerHandle {
         let uri: Uri = spec.base_url().parse().ok()?;
         let authority = uri.authority()?.clone();
         let scheme = uri.scheme()?.clone();
+        let host_header = host_header(&uri);
         let breaker = BreakerParams::from_config(&ctx.config.load().breaker);
         Some(Self {
             id,
@@ -73,6 +78,8 @@ impl WorkerHandle {
             base_url: spec.base_url().to_string(),
             scheme,
             authority,
+            host_header,
+            name_header: HeaderValue::from_str(&spec.name).ok(),
             health_path: spec.health_path.clone(),
             engine: spec.engine,
             models: ArcSwapOption::new(spec.models.clone().map(Arc::new)),
@@ -149,6 +156,17 @@ impl WorkerHandle {
             .authority(self.authority.clone())
             .path_and_query(PathAndQuery::try_from(path)?)
             .build()
+    }
+
+    /// The `Host` header for a request to this worker: its host, and its port unless that is
+    /// the scheme's default (as the HTTP client writes it when the request carries none).
+    pub fn host_header(&self) -> Option<&HeaderValue> {
+        self.host_header.as_ref()
+    }
+
+    /// The worker's name as a header value (`None` if the name is not a valid one).
+    pub fn name_header(&self) -> Option<&HeaderValue> {
+        self.name_header.as_ref()
     }
 
     /// Models the worker serves; `None` until discovered (then it may serve anything).
@@ -238,6 +256,19 @@ impl Drop for InFlightGuard {
     }
 }
 
+/// What the HTTP client puts in `Host` for `uri`: the host, with the port when it is not the
+/// scheme's default.
+fn host_header(uri: &Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let secure = matches!(uri.scheme_str(), Some("https" | "wss"));
+    match uri.port() {
+        Some(port) if !matches!((port.as_u16(), secure), (443, true) | (80, false)) => {
+            HeaderValue::from_str(&format!("{host}:{}", port.as_str())).ok()
+        }
+        _ => HeaderValue::from_str(host).ok(),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -310,5 +341,17 @@ pub(crate) mod tests {
             w.uri_for("/v1/models").unwrap().to_string(),
             "http://127.0.0.1:9000/v1/models"
         );
+    }
+
+    #[test]
+    fn host_header_drops_only_the_default_port() {
+        let host = |url: &str| host_header(&url.parse().unwrap()).unwrap();
+        assert_eq!(host("http://127.0.0.1:8000"), "127.0.0.1:8000");
+        assert_eq!(host("http://w1:80"), "w1");
+        assert_eq!(host("http://w1:443"), "w1:443");
+        assert_eq!(host("https://w1:443"), "w1");
+        assert_eq!(host("https://w1:80"), "w1:80");
+        assert_eq!(host("http://w1"), "w1");
+        assert_eq!(host("http://[::1]:9000"), "[::1]:9000");
     }
 }

@@ -7,8 +7,8 @@ mod labels;
 mod recent_ids;
 mod reserved;
 
-use http::HeaderMap;
 use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderName};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +22,13 @@ pub use labels::CallerLabels;
 use recent_ids::RecentRequestIds;
 pub(crate) use reserved::RESERVED_CALLERS;
 pub use reserved::{ANONYMOUS, OTHER, UNKNOWN};
+
+// Read on every request: as `HeaderName`s they are looked up without parsing the name.
+static API_KEY: HeaderName = HeaderName::from_static(header_names::API_KEY);
+static PRIORITY: HeaderName = HeaderName::from_static(header_names::PRIORITY);
+static PURPOSE: HeaderName = HeaderName::from_static(header_names::PURPOSE);
+static RETRY_COUNT: HeaderName = HeaderName::from_static(header_names::RETRY_COUNT);
+static REQUEST_ID: HeaderName = HeaderName::from_static(header_names::REQUEST_ID);
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
@@ -128,14 +135,14 @@ impl Identity {
     /// retry accounting by claiming them; `warmup` needs the tenant's `allow_warmup`.
     pub fn resolve(&self, headers: &HeaderMap, now: Instant) -> Result<RequestTags, IdentityError> {
         let profile = self.profile(headers)?;
-        let priority = match header_text(headers, header_names::PRIORITY)? {
+        let priority = match header_text(headers, &PRIORITY)? {
             Some(text) => text
                 .parse::<Priority>()
                 .map_err(|e| bad(header_names::PRIORITY, e.to_string()))?
                 .clamp_to(profile.max_priority),
             None => profile.default_priority,
         };
-        let purpose = match header_text(headers, header_names::PURPOSE)? {
+        let purpose = match header_text(headers, &PURPOSE)? {
             Some(text) => text
                 .parse::<Purpose>()
                 .map_err(|e| bad(header_names::PURPOSE, e.to_string()))?,
@@ -156,7 +163,7 @@ impl Identity {
                 )));
             }
         }
-        let mut client_retry = match header_text(headers, header_names::RETRY_COUNT)? {
+        let mut client_retry = match header_text(headers, &RETRY_COUNT)? {
             Some(text) => text.trim().parse::<u32>().map_err(|_| {
                 bad(
                     header_names::RETRY_COUNT,
@@ -165,10 +172,7 @@ impl Identity {
             })?,
             None => 0,
         };
-        if let (Some(recent), Some(id)) = (
-            &self.recent_ids,
-            header_text(headers, header_names::REQUEST_ID)?,
-        ) {
+        if let (Some(recent), Some(id)) = (&self.recent_ids, header_text(headers, &REQUEST_ID)?) {
             let earlier = recent.lock().observe(&profile.caller, id, now);
             client_retry = client_retry.max(earlier);
         }
@@ -186,11 +190,7 @@ impl Identity {
             return self.anonymous.as_ref().ok_or(IdentityError::Unauthorized);
         }
         let key = bearer_token(headers)
-            .or_else(|| {
-                headers
-                    .get(header_names::API_KEY)
-                    .and_then(|v| v.to_str().ok())
-            })
+            .or_else(|| headers.get(&API_KEY).and_then(|v| v.to_str().ok()))
             .map(str::trim)
             .filter(|key| !key.is_empty());
         let Some(key) = key else {
@@ -215,14 +215,14 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 
 fn header_text<'h>(
     headers: &'h HeaderMap,
-    name: &'static str,
+    name: &'static HeaderName,
 ) -> Result<Option<&'h str>, IdentityError> {
     headers
         .get(name)
         .map(|value| {
             value
                 .to_str()
-                .map_err(|_| bad(name, "not visible ASCII".into()))
+                .map_err(|_| bad(name.as_str(), "not visible ASCII".into()))
         })
         .transpose()
 }

@@ -231,10 +231,13 @@ impl MeteredBody {
                 if failed {
                     permit.mark_failed();
                 }
-                let actual = match (failed && self.is_sse, self.usage.total_tokens()) {
-                    // A stream the worker broke is charged for what reached the client.
-                    (true, None) => meter.prompt_tokens.saturating_add(self.chunks),
-                    _ => self.usage.settled_tokens(permit.estimated_tokens()),
+                // A stream the worker broke without reporting usage is charged for what
+                // reached the client. (The usage is searched for only on that branch: the
+                // search runs again inside `settled_tokens`.)
+                let actual = if failed && self.is_sse && self.usage.total_tokens().is_none() {
+                    meter.prompt_tokens.saturating_add(self.chunks)
+                } else {
+                    self.usage.settled_tokens(permit.estimated_tokens())
                 };
                 tokens = Some(actual);
                 permit.settle(actual);

@@ -77,17 +77,29 @@ pub async fn handle_at(
     body: Body,
 ) -> Response {
     let request_id = request_id(&client_headers);
-    // The trace ids are read by the OTLP exporter (`telemetry`), not printed as fields.
     let trace = TraceContext::for_request(&client_headers, &request_id);
-    let span = tracing::info_span!(
-        "request",
-        request_id = %request_id,
-        route = route.label(),
-        caller = tracing::field::Empty,
-        status = tracing::field::Empty,
-        trace_id = %trace.trace_id,
-        parent_span_id = %trace.parent_id,
-    );
+    // The trace ids are read by the OTLP exporter (`telemetry`). Without one they go into the
+    // log lines only when the client sent its own trace context: otherwise the trace id is the
+    // request id again, and formatting two more fields is a measurable share of the request.
+    let span = if crate::telemetry::exports_spans() || trace.is_from_client() {
+        tracing::info_span!(
+            "request",
+            request_id = %request_id,
+            route = route.label(),
+            caller = tracing::field::Empty,
+            status = tracing::field::Empty,
+            trace_id = %trace.trace_id,
+            parent_span_id = %trace.parent_id,
+        )
+    } else {
+        tracing::info_span!(
+            "request",
+            request_id = %request_id,
+            route = route.label(),
+            caller = tracing::field::Empty,
+            status = tracing::field::Empty,
+        )
+    };
     async move {
         let ctx = RequestContext {
             stack: &state.stack,
@@ -96,6 +108,7 @@ pub async fn handle_at(
             upstream_path,
             client_headers: &client_headers,
             request_id: &request_id,
+            trace: &trace,
             started: Instant::now(),
         };
         let in_flight = GatewayInFlight::enter(&state.stack.metrics);
@@ -106,7 +119,11 @@ pub async fn handle_at(
         if let Ok(value) = HeaderValue::from_str(&request_id) {
             response.headers_mut().insert(headers::REQUEST_ID, value);
         }
-        tracing::Span::current().record("status", response.status().as_u16());
+        // The span's status is the exported span's outcome; log lines after this point (a
+        // stream that breaks) are rare, so it is recorded only for the exporter.
+        if crate::telemetry::exports_spans() {
+            tracing::Span::current().record("status", response.status().as_u16());
+        }
         response
     }
     .instrument(span)
@@ -173,6 +190,7 @@ pub async fn dispatch_warmup(
     started: Instant,
 ) -> Result<Response, ApiError> {
     let route = Route::ChatCompletions;
+    let trace = TraceContext::for_request(client_headers, request_id);
     let ctx = RequestContext {
         stack,
         route,
@@ -180,6 +198,7 @@ pub async fn dispatch_warmup(
         upstream_path: route.path(),
         client_headers,
         request_id,
+        trace: &trace,
         started,
     };
     let in_flight = GatewayInFlight::enter(&stack.metrics);

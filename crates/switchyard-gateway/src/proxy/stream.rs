@@ -5,7 +5,7 @@
 
 use axum::body::Body;
 use axum::response::Response;
-use http::{HeaderName, HeaderValue, header};
+use http::{HeaderName, header};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_admission::AdmissionPermit;
@@ -91,8 +91,8 @@ pub(super) fn respond(
             headers.append(name, value.clone());
         }
     }
-    if let Ok(value) = HeaderValue::from_str(worker.name()) {
-        headers.insert(headers::WORKER, value);
+    if let Some(value) = worker.name_header() {
+        headers.insert(headers::WORKER, value.clone());
     }
     if hide_usage {
         usage_stream::strip_usage_chunk(response)

@@ -48,22 +48,35 @@ impl UsageSniffer {
     }
 
     /// Counts lines starting with `data:`, across frame boundaries. A newline inside JSON
-    /// text is escaped, so a raw newline only ever ends an SSE line.
-    fn count_data_lines(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            if byte == b'\n' {
-                self.matching = Some(0);
-                continue;
-            }
-            self.matching = match self.matching {
-                Some(n) if n < DATA_FIELD.len() && DATA_FIELD[n] == byte => {
-                    if n + 1 == DATA_FIELD.len() {
-                        self.data_events = self.data_events.saturating_add(1);
-                    }
-                    Some(n + 1)
+    /// text is escaped, so a raw newline only ever ends an SSE line. Every response passes
+    /// through here, so only line starts are compared; the rest of a line is skipped by a
+    /// search for its newline.
+    fn count_data_lines(&mut self, mut bytes: &[u8]) {
+        loop {
+            if let Some(matched) = self.matching {
+                let wanted = &DATA_FIELD[matched..];
+                let same = wanted
+                    .iter()
+                    .zip(bytes)
+                    .take_while(|(want, got)| want == got)
+                    .count();
+                if same == wanted.len() {
+                    self.data_events = self.data_events.saturating_add(1);
+                    self.matching = None;
+                } else if same == bytes.len() {
+                    // The frame ended inside a possible `data:`.
+                    self.matching = Some(matched + same);
+                    return;
+                } else {
+                    self.matching = None;
                 }
-                _ => None,
+                bytes = &bytes[same..];
+            }
+            let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
+                return;
             };
+            bytes = &bytes[newline + 1..];
+            self.matching = Some(0);
         }
     }
 
@@ -169,6 +182,61 @@ mod tests {
         assert_eq!(number_after(hay, b"\"big\""), None, "past u64::MAX");
         assert_eq!(number_after(hay, b"\"none\""), None, "no digits");
         assert_eq!(number_after(hay, b"\"missing\""), None);
+    }
+
+    /// The byte-at-a-time definition the line counter must agree with.
+    fn data_lines_byte_by_byte(frames: &[&[u8]]) -> u64 {
+        let (mut events, mut matching) = (0u64, Some(0usize));
+        for &byte in frames.iter().flat_map(|f| f.iter()) {
+            if byte == b'\n' {
+                matching = Some(0);
+                continue;
+            }
+            matching = match matching {
+                Some(n) if n < DATA_FIELD.len() && DATA_FIELD[n] == byte => {
+                    if n + 1 == DATA_FIELD.len() {
+                        events += 1;
+                    }
+                    Some(n + 1)
+                }
+                _ => None,
+            };
+        }
+        events
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn data_lines_are_counted_as_byte_by_byte_whatever_the_framing(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(&b"data:"[..]),
+                    proptest::strategy::Just(&b"da"[..]),
+                    proptest::strategy::Just(&b"ta: {}"[..]),
+                    proptest::strategy::Just(&b"\n"[..]),
+                    proptest::strategy::Just(&b"\n\n"[..]),
+                    proptest::strategy::Just(&b"x"[..]),
+                    proptest::strategy::Just(&b"event: e\n"[..]),
+                ],
+                0..40,
+            ),
+            cuts in proptest::collection::vec(0usize..64, 0..8),
+        ) {
+            let bytes: Vec<u8> = pieces.concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let mut frames: Vec<&[u8]> = Vec::new();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([bytes.len()]) {
+                frames.push(&bytes[from..cut]);
+                from = cut;
+            }
+            let mut sniffer = UsageSniffer::default();
+            for frame in &frames {
+                sniffer.observe(frame);
+            }
+            proptest::prop_assert_eq!(sniffer.data_events, data_lines_byte_by_byte(&frames));
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! disabled at their call sites and cost the request path nothing.
 
 use serde_json::{Map, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Metadata, Subscriber};
@@ -42,8 +43,17 @@ pub struct OtlpLayer {
     exporter: Exporter,
 }
 
+/// Set once a layer exists: the request path then fills the fields only the exporter reads.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans are exported (an [`OtlpLayer`] was built for the process's subscriber).
+pub fn exports_spans() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
+
 impl OtlpLayer {
     pub fn new(exporter: Exporter) -> Self {
+        EXPORTING.store(true, Ordering::Relaxed);
         Self { exporter }
     }
 

@@ -39,30 +39,19 @@ pub struct CacheKey(String);
 impl CacheKey {
     pub fn from_chat(alias: &str, body: &Value) -> Option<Self> {
         let messages = body.get("messages")?.as_array()?;
-        let mut key = String::with_capacity(alias.len() + 64 * messages.len());
-        key.push_str(alias);
+        let mut key = ChatKeyWriter::new(alias, messages.len());
         for message in messages {
             let role = message.get("role").and_then(Value::as_str).unwrap_or("");
-            key.push('\u{1f}');
-            key.push_str(role);
-            key.push('\u{1e}');
-            // The whitespace-collapsed `content_text`, written in place: parts are joined by
-            // whitespace there, so collapsing part by part gives the same words.
-            let mut first = true;
-            match message.get("content") {
-                Some(Value::String(text)) => push_collapsed(&mut key, text, &mut first),
-                Some(Value::Array(parts)) => {
-                    for text in parts
-                        .iter()
-                        .filter_map(|part| part.get("text").and_then(Value::as_str))
-                    {
-                        push_collapsed(&mut key, text, &mut first);
-                    }
-                }
-                _ => {}
-            }
+            let texts: &mut dyn Iterator<Item = &str> = match message.get("content") {
+                Some(Value::String(text)) => &mut std::iter::once(text.as_str()),
+                Some(Value::Array(parts)) => &mut parts
+                    .iter()
+                    .filter_map(|part| part.get("text").and_then(Value::as_str)),
+                _ => &mut std::iter::empty(),
+            };
+            key.turn(role, texts);
         }
-        Some(Self(key))
+        Some(key.finish())
     }
 
     pub fn from_prompt(alias: &str, prompt: &str) -> Self {
@@ -74,7 +63,15 @@ impl CacheKey {
     /// limits: sampling, tools, response format, stop sequences…), so no caller is served another's answer and
     /// requests that would generate differently never share one.
     pub fn scoped(self, caller: &str, body: &Value) -> Self {
-        let params = stable_hash(&generation_params(body));
+        self.scoped_by(caller, body.as_object().into_iter().flatten())
+    }
+
+    /// [`CacheKey::scoped`] given the body's top-level fields (in `Value`'s key order).
+    pub(super) fn scoped_by<'v, I>(self, caller: &str, fields: I) -> Self
+    where
+        I: Iterator<Item = (&'v String, &'v Value)> + Clone,
+    {
+        let params = stable_hash(&generation_params(fields));
         let mut key = String::with_capacity(caller.len() + 2 * 2 + 16 + self.0.len());
         key.push_str(caller);
         key.push('\u{1d}');
@@ -89,14 +86,50 @@ impl CacheKey {
     }
 }
 
-/// The generation parameters of `body` as compact JSON: the object of its scoped fields
-/// (what `Value::Object(those fields).to_string()` prints), serialised field by field straight
-/// from the request instead of from a copy of them.
-fn generation_params(body: &Value) -> Vec<u8> {
+/// Whether a top-level request field stays out of the generation parameters.
+pub(super) fn is_unscoped(name: &str) -> bool {
+    UNSCOPED_FIELDS.contains(&name)
+}
+
+/// The chat part of a key: the alias, then each message's role and whitespace-collapsed text.
+pub(super) struct ChatKeyWriter(String);
+
+impl ChatKeyWriter {
+    pub(super) fn new(alias: &str, messages: usize) -> Self {
+        let mut key = String::with_capacity(alias.len() + 64 * messages);
+        key.push_str(alias);
+        Self(key)
+    }
+
+    /// One message: its role and its texts (the content string, or each part's text).
+    pub(super) fn turn<'t>(&mut self, role: &str, texts: impl IntoIterator<Item = &'t str>) {
+        self.0.push('\u{1f}');
+        self.0.push_str(role);
+        self.0.push('\u{1e}');
+        // The whitespace-collapsed `content_text`, written in place: parts are joined by
+        // whitespace there, so collapsing part by part gives the same words.
+        let mut first = true;
+        for text in texts {
+            push_collapsed(&mut self.0, text, &mut first);
+        }
+    }
+
+    pub(super) fn finish(self) -> CacheKey {
+        CacheKey(self.0)
+    }
+}
+
+/// The generation parameters among a body's top-level `fields` as compact JSON: the object of
+/// its scoped fields (what `Value::Object(those fields).to_string()` prints), serialised field
+/// by field straight from the request instead of from a copy of them.
+fn generation_params<'v, I>(fields: I) -> Vec<u8>
+where
+    I: Iterator<Item = (&'v String, &'v Value)> + Clone,
+{
     let mut out = Vec::with_capacity(64);
     out.push(b'{');
-    for (name, value) in body.as_object().into_iter().flatten() {
-        if UNSCOPED_FIELDS.contains(&name.as_str()) {
+    for (name, value) in fields.clone() {
+        if is_unscoped(name) {
             continue;
         }
         if out.len() > 1 {
@@ -109,7 +142,7 @@ fn generation_params(body: &Value) -> Vec<u8> {
             serde_json::to_writer(&mut out, value)
         });
         if written.is_err() {
-            return generation_params_copied(body);
+            return generation_params_copied(fields);
         }
     }
     out.push(b'}');
@@ -117,17 +150,11 @@ fn generation_params(body: &Value) -> Vec<u8> {
 }
 
 /// [`generation_params`] through a copy of the scoped fields.
-fn generation_params_copied(body: &Value) -> Vec<u8> {
-    let params: serde_json::Map<String, Value> = body
-        .as_object()
-        .map(|fields| {
-            fields
-                .iter()
-                .filter(|(name, _)| !UNSCOPED_FIELDS.contains(&name.as_str()))
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+fn generation_params_copied<'v>(fields: impl Iterator<Item = (&'v String, &'v Value)>) -> Vec<u8> {
+    let params: serde_json::Map<String, Value> = fields
+        .filter(|(name, _)| !is_unscoped(name))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
     Value::Object(params).to_string().into_bytes()
 }
 
@@ -394,7 +421,7 @@ mod tests {
             key.push('\u{1e}');
             key.push_str(&collapse(&content_text(message)));
         }
-        let params = stable_hash(&generation_params_copied(body));
+        let params = stable_hash(&generation_params_copied(body.as_object().unwrap().iter()));
         format!("{caller}\u{1d}{params:016x}\u{1d}{key}")
     }
 

@@ -5,6 +5,7 @@
 
 use switchyard_core::header_names;
 mod cache;
+mod chat_key;
 mod normalise;
 mod stream;
 

@@ -64,6 +64,15 @@ impl RequestText {
     /// the request's generation parameters.
     pub(crate) fn cache_key(&mut self, alias: &str) -> Option<CacheKey> {
         let key = match self.route {
+            // Read straight from the bytes (no tree of the whole body) unless the body was
+            // parsed already for the downgrade chain or warmup: the same key either way.
+            Route::ChatCompletions if self.value.is_none() => {
+                match CacheKey::of_chat_body(alias, &self.caller, &self.body) {
+                    Ok(key) => return key,
+                    // Not a JSON object: the parsed path says what that means.
+                    Err(_) => CacheKey::from_chat(alias, self.value()?)?,
+                }
+            }
             Route::ChatCompletions => CacheKey::from_chat(alias, self.value()?)?,
             Route::Completions => CacheKey::from_prompt(alias, self.text()),
             // Only generation is answered from the cache.
@@ -129,6 +138,23 @@ mod tests {
         let completion = br#"{"model":"m","prompt":["a","b"]}"#;
         let mut request = RequestText::new(Route::Completions, Bytes::from_static(completion));
         assert_eq!(request.text(), "a b");
+    }
+
+    #[test]
+    fn a_chat_key_is_the_same_whether_or_not_the_body_was_parsed_first() {
+        let body = br#"{"model":"m","temperature":0.2,"messages":[{"role":"user","content":"hi  there"}]}"#;
+        let mut fresh =
+            RequestText::new(Route::ChatCompletions, Bytes::from_static(body)).for_caller("c");
+        let mut parsed =
+            RequestText::new(Route::ChatCompletions, Bytes::from_static(body)).for_caller("c");
+        assert!(parsed.value().is_some());
+        let key = fresh.cache_key("a");
+        assert!(key.is_some());
+        assert_eq!(key, parsed.cache_key("a"));
+        assert!(
+            fresh.value.is_none(),
+            "the key did not need the parsed body"
+        );
     }
 
     #[test]
