@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from figlib import load_report, one, read_meta, table  # noqa: E402
-from figrender import dedup_commands, header, relative  # noqa: E402
+from figrender_common import dedup_commands, header, relative  # noqa: E402
 
 
 def cases(meta):
