@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from figlib import goal, load_report, one, pct, read_meta, table  # noqa: E402
-from figrender import config_blocks, dedup_commands, header, relative, routing_branches  # noqa: E402
+from figrender_common import config_blocks, dedup_commands, header, relative, routing_branches  # noqa: E402
 
 GOAL_CUT = 0.60
 

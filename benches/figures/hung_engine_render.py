@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from figlib import event_second, load_report, one, read_meta, table  # noqa: E402
-from figrender import config_blocks, dedup_commands, header  # noqa: E402
+from figrender_common import config_blocks, dedup_commands, header  # noqa: E402
 
 
 def time_to_filter(summary_path, hang_ms):
