@@ -84,7 +84,7 @@ pub struct RaftTimings {
 /// plus a drawn election timeout: 1.2-1.6 s with these defaults. Upstream openraft 0.9 sends
 /// no heartbeat while its leader waits for an fsync, so a disk stalling longer (1.2-2.5 s
 /// were common on a disk shared with builds) deposed a healthy leader; the vendored copy keeps
-/// heartbeating meanwhile (`vendor/openraft/PATCHES.md`). Raising these would lengthen every
+/// heartbeating meanwhile (`crates/third_party/openraft/PATCHES.md`). Raising these would lengthen every
 /// failover and leadership handover past the 3 s write timeout (a handover under writes then
 /// loses writes), so the defaults stay.
 impl Default for RaftTimings {

@@ -3,7 +3,7 @@
 //! election timeout, so both must exceed the round trip between replicas: with replicas in
 //! different regions the defaults (tuned for one data centre) make every heartbeat time out
 //! and leadership churn. Disk stalls need no raised timings: the vendored openraft's leader
-//! keeps heartbeating while it waits for an fsync (`vendor/openraft/PATCHES.md`).
+//! keeps heartbeating while it waits for an fsync (`crates/third_party/openraft/PATCHES.md`).
 
 use serde::{Deserialize, Serialize};
 use switchyard_ledger::config::RaftTimings;

@@ -1,7 +1,7 @@
 //! The Raft log, vote and committed marker in redb.
 //!
 //! openraft 0.9's core task awaits every append (and its flush callback) and every purge; the
-//! vendored copy keeps a leader heartbeating meanwhile (`vendor/openraft/PATCHES.md`). What
+//! vendored copy keeps a leader heartbeating meanwhile (`crates/third_party/openraft/PATCHES.md`). What
 //! stays on the core's path is one redb transaction per call: appends are durable (fsync)
 //! before their callback, the vote is durable before `save_vote` returns, a purge is not
 //! synced on its own (the snapshot covering it already is; a purge lost in a crash only
