@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what benches/e2e/overhead.sh needs on a fresh Debian machine, as root:
+# Installs what benches/e2e/overhead.sh and nginx_upstream.sh need on a fresh Debian machine,
+# as root:
 #   - wrk      (Debian package)
+#   - nginx    (Debian package nginx-light: the upstream that answers instantly)
 #   - smg      (Shepherd Model Gateway, PyPI package `smg`, provides the `smg` command)
 #
 # Usage:  sudo bash benches/e2e/setup.sh
@@ -20,6 +22,14 @@ else
     export DEBIAN_FRONTEND=noninteractive
     apt-get update
     apt-get install -y wrk
+fi
+
+if command -v nginx >/dev/null 2>&1; then
+    echo "nginx: already installed ($(command -v nginx))"
+else
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y nginx-light
 fi
 
 PIP=${PIP:-"python3 -m pip"}
