@@ -36,7 +36,8 @@ impl FlushStall {
     pub fn set(&self, stall: Duration, window: Option<Duration>) {
         let next = (!stall.is_zero()).then(|| Window {
             stall,
-            until: window.map(|w| self.clock.now() + w),
+            // A window too long to represent never ends.
+            until: window.and_then(|w| self.clock.now().checked_add(w)),
         });
         *self.window.lock() = next;
     }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::FlushStall;
 use super::db::{LOG, META, StoreError, read_err, write_err};
+use super::flush_stall::FlushStall;
 use crate::codec::{decode, encode};
 use crate::raft_types::{LogId, StorageError, TypeConfig};
 
