@@ -85,6 +85,16 @@ async fn a_viewer_reads_warmup_and_degradation_but_may_not_change_them() {
     assert_insufficient_role(&chaos, "operator");
     let chaos = admin_call(&base, ADMIN, Method::GET, "/admin/ledger/local", null).await;
     assert_eq!(chaos.status, 200, "{}", chaos.body);
+    // The test-only writes do not exist without SWITCHYARD_CHAOS_ENDPOINTS=1, even for admins.
+    let stall = serde_json::json!({"stall_ms": 1500, "for_ms": 300});
+    let chaos = admin_call(&base, ADMIN, Method::PUT, "/admin/chaos/flush-stall", stall).await;
+    assert_eq!(chaos.status, 404, "{}", chaos.body);
+    assert_eq!(
+        chaos.error_code(),
+        "chaos_endpoints_disabled",
+        "{}",
+        chaos.body
+    );
 
     gateway.shutdown().await;
 }

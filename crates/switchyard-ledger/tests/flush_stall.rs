@@ -60,7 +60,7 @@ async fn a_leader_stalled_in_every_flush_keeps_its_term() {
     let term_before = term(&nodes[leader]);
     // One shared disk: every replica's flushes stall, the leader's included.
     for node in &nodes {
-        node.set_test_log_flush_stall(STALL);
+        node.test_log_flush_stall().set(STALL, None);
     }
     // Five disk stalls, 2.5 s apart, as when other work on the machine floods the disk: every
     // flush that starts in the first 300 ms of an episode sleeps 1.5 s first, on every
@@ -69,13 +69,13 @@ async fn a_leader_stalled_in_every_flush_keeps_its_term() {
     let mut writes = Vec::new();
     for episode in 0..5u64 {
         for node in &nodes {
-            node.set_test_log_flush_stall(STALL);
+            node.test_log_flush_stall().set(STALL, None);
         }
         let write = nodes[leader].record_affinity(episode + 1, "prefix", "w1", &[], "test");
         let (outcome, ()) = tokio::join!(write, async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             for node in &nodes {
-                node.set_test_log_flush_stall(Duration::ZERO);
+                node.test_log_flush_stall().set(Duration::ZERO, None);
             }
         });
         writes.push(outcome.is_ok());

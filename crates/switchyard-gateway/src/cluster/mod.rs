@@ -116,7 +116,8 @@ impl LedgerRuntime {
                 stall_ms,
                 "every Raft log flush stalled before its fsync (chaos test)"
             );
-            node.set_test_log_flush_stall(Duration::from_millis(stall_ms));
+            node.test_log_flush_stall()
+                .set(Duration::from_millis(stall_ms), None);
         }
         info!(
             node_id = config.node_id,
@@ -172,7 +173,8 @@ impl LedgerRuntime {
 /// `SWITCHYARD_CLOCK_SKEW_MS` skews the ledger wall clock from the start,
 /// `SWITCHYARD_RAFT_DELAY_MS` delays every ledger call to another replica each way (replicas
 /// in other regions), `SWITCHYARD_LOG_FLUSH_STALL_MS` sleeps before every Raft log flush (a
-/// disk whose fsync stalls).
+/// disk whose fsync stalls) from the start; `PUT /admin/chaos/flush-stall` sets or clears
+/// that stall later.
 fn chaos_ms(name: &str) -> Option<i64> {
     let chaos = std::env::var("SWITCHYARD_CHAOS_ENDPOINTS").is_ok_and(|v| v == "1");
     let value = std::env::var(name).ok()?;

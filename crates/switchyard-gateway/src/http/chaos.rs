@@ -8,6 +8,10 @@
 //! The third test-only write, `PUT /admin/chaos/clock {"offset_ms": N}`, skews the wall clock
 //! this replica anchors ledger time to (lease and override expiry) at the start of each term
 //! it leads. Lease deadlines on the hot path use the monotonic clock, which skew never moves.
+//!
+//! `PUT /admin/chaos/flush-stall {"stall_ms": N, "for_ms": M}` makes every Raft log flush of
+//! this replica that starts within the next `M` ms (no `for_ms`: until cleared) sleep `N` ms
+//! before its fsync, a disk whose fsync stalls; `{"stall_ms": 0}` clears it.
 
 use axum::Json;
 use axum::extract::State;
@@ -16,7 +20,7 @@ use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use switchyard_core::{Priority, Purpose, QuotaScope};
 use switchyard_ledger::command::{SpendReport, SpendTotals, SplitKey};
 use switchyard_ledger::state::LedgerState;
@@ -190,6 +194,72 @@ pub async fn skew_clock(
         "ledger wall clock skewed (chaos)"
     );
     Ok(Json(json!({"offset_ms": request.offset_ms})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlushStallBody {
+    /// How long each Raft log flush sleeps before its fsync (0 clears the stall).
+    stall_ms: u64,
+    /// Only flushes that start within this long from now sleep; absent: until cleared.
+    #[serde(default)]
+    for_ms: Option<u64>,
+}
+
+/// Longest stall (and window) the endpoint accepts: far beyond any Raft timeout, short
+/// enough that a forgotten call cannot wedge a test replica for long.
+const MAX_FLUSH_STALL_MS: u64 = 60_000;
+const MAX_FLUSH_STALL_WINDOW_MS: u64 = 600_000;
+
+/// `PUT /admin/chaos/flush-stall` (test-only): every Raft log flush of this replica that
+/// starts within `for_ms` sleeps `stall_ms` before its fsync, standing in for a disk whose
+/// fsync stalls; `{"stall_ms": 0}` clears it.
+pub async fn flush_stall(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> JsonResult {
+    let node = enabled_node(&state, &headers)?;
+    let request: FlushStallBody = parse(&body)?;
+    if request.stall_ms > MAX_FLUSH_STALL_MS {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("stall_ms must be at most {MAX_FLUSH_STALL_MS}"),
+        ));
+    }
+    match request.for_ms {
+        Some(_) if request.stall_ms == 0 => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "for_ms needs a stall_ms above 0 (send {\"stall_ms\": 0} alone to clear)",
+            ));
+        }
+        Some(0) => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "for_ms must be at least 1 (omit it to stall until cleared)",
+            ));
+        }
+        Some(ms) if ms > MAX_FLUSH_STALL_WINDOW_MS => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("for_ms must be at most {MAX_FLUSH_STALL_WINDOW_MS}"),
+            ));
+        }
+        _ => {}
+    }
+    node.test_log_flush_stall().set(
+        Duration::from_millis(request.stall_ms),
+        request.for_ms.map(Duration::from_millis),
+    );
+    tracing::warn!(
+        stall_ms = request.stall_ms,
+        for_ms = request.for_ms,
+        "Raft log flushes stalled before their fsync (chaos)"
+    );
+    Ok(Json(
+        json!({"stall_ms": request.stall_ms, "for_ms": request.for_ms}),
+    ))
 }
 
 #[derive(Deserialize)]

@@ -79,7 +79,8 @@ pub fn router(state: SharedState) -> Router {
         .route("/admin/ledger/local", get(chaos::local_state))
         .route("/admin/ledger/spend-report", post(chaos::spend_report))
         .route("/admin/ledger/affinity", post(chaos::record_affinity))
-        .route("/admin/chaos/clock", put(chaos::skew_clock));
+        .route("/admin/chaos/clock", put(chaos::skew_clock))
+        .route("/admin/chaos/flush-stall", put(chaos::flush_stall));
     let router = if own_metrics_listener {
         router
     } else {

@@ -44,10 +44,16 @@ impl GatewayProcess {
 
     /// Starts `switchyard serve` with `args` (plus `--port 0`) and waits for its listening line.
     pub async fn spawn(args: &[&str]) -> Self {
+        Self::spawn_env(args, &[]).await
+    }
+
+    /// [`GatewayProcess::spawn`] with extra environment variables.
+    pub async fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
             .arg("serve")
             .args(args)
             .args(["--port", "0"])
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .env("SWITCHYARD_ADMIN_API_KEY", ADMIN_KEY)
             .stdout(Stdio::null())
@@ -148,6 +154,15 @@ pub fn replica_args(
 /// Three `switchyard serve` replicas of one Raft group on `config`: node 1 on a fixed Raft
 /// port, nodes 2 and 3 joining it; each with its own data dir under `dir`.
 pub async fn spawn_three_replicas(config: &Path, dir: &Path) -> Vec<GatewayProcess> {
+    spawn_three_replicas_env(config, dir, &[]).await
+}
+
+/// [`spawn_three_replicas`] with extra environment variables for every replica.
+pub async fn spawn_three_replicas_env(
+    config: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> Vec<GatewayProcess> {
     let raft1 = format!("127.0.0.1:{}", free_port());
     let mut nodes = Vec::new();
     for id in 1..=3u64 {
@@ -157,7 +172,8 @@ pub async fn spawn_three_replicas(config: &Path, dir: &Path) -> Vec<GatewayProce
         } else {
             replica_args(config, id, "127.0.0.1:0", &data, Some(&raft1))
         };
-        nodes.push(GatewayProcess::spawn_with(&args).await);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        nodes.push(GatewayProcess::spawn_env(&args, env).await);
     }
     nodes
 }
@@ -182,11 +198,21 @@ pub struct ReplicaGroup {
 impl ReplicaGroup {
     /// The worker reports `usage` (prompt, completion tokens) with every answer.
     pub async fn start(usage: (u64, u64), secret: &str, body: &str) -> Self {
+        Self::start_env(usage, secret, body, &[]).await
+    }
+
+    /// [`ReplicaGroup::start`] with extra environment variables for every replica.
+    pub async fn start_env(
+        usage: (u64, u64),
+        secret: &str,
+        body: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let worker = CaptureWorker::start(usage).await;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("switchyard.toml");
         std::fs::write(&path, group_config(secret, body, &worker.url)).unwrap();
-        let nodes = spawn_three_replicas(&path, dir.path()).await;
+        let nodes = spawn_three_replicas_env(&path, dir.path(), env).await;
         let bases = nodes.iter().map(|n| n.base_url.clone()).collect();
         Self {
             nodes,

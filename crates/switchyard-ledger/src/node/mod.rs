@@ -37,7 +37,7 @@ use crate::quota::LedgerQuota;
 use crate::raft_types::LedgerRaft;
 use crate::spend::{SpendAccumulator, SpendReporter};
 use crate::store::{
-    LogFlushStats, LogStore, StateMachineStore, StoreEvents, identity, open_database,
+    FlushStall, LogFlushStats, LogStore, StateMachineStore, StoreEvents, identity, open_database,
 };
 use crate::view::LedgerView;
 use lease_keeper::LeaseKeeper;
@@ -63,7 +63,7 @@ pub struct LedgerNode {
     writers: Vec<JoinHandle<()>>,
     /// HTTP server and housekeeping.
     services: Vec<JoinHandle<()>>,
-    log_flush: Arc<LogFlushStats>,
+    log_flush_stall: Arc<FlushStall>,
 }
 
 impl LedgerNode {
@@ -88,7 +88,8 @@ impl LedgerNode {
             metrics.log_flush_seconds.clone(),
             metrics.log_flush_entries.clone(),
         ));
-        let log_store = LogStore::new(db.clone(), log_flush.clone());
+        let log_flush_stall = Arc::new(FlushStall::new(clock.clone()));
+        let log_store = LogStore::new(db.clone(), log_flush, log_flush_stall.clone());
         let committed = log_store.committed_index();
         let view = Arc::new(ArcSwap::from_pointee(LedgerView::default()));
         let (affinity, _) = broadcast::channel(4096);
@@ -250,7 +251,7 @@ impl LedgerNode {
             shutdown,
             writers: vec![keeper_task, reporter_task, journal_task, reclaim_task],
             services: vec![server_task, housekeeping_task],
-            log_flush,
+            log_flush_stall,
         })
     }
 
@@ -277,10 +278,10 @@ impl LedgerNode {
         &self.core.config.wall_clock
     }
 
-    /// Test-only: every later Raft log append of this node sleeps `stall` before its durable
-    /// commit, standing in for a disk whose fsync stalls (zero turns it off).
-    pub fn set_test_log_flush_stall(&self, stall: Duration) {
-        self.log_flush.set_test_stall(stall);
+    /// Test-only: the switch that makes this node's Raft log appends sleep before their
+    /// durable commit, standing in for a disk whose fsync stalls (off unless set).
+    pub fn test_log_flush_stall(&self) -> &FlushStall {
+        &self.log_flush_stall
     }
 
     /// The partition injector of this node.

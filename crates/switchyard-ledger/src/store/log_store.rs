@@ -18,9 +18,10 @@ use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::db::{LOG, META, StoreError, read_err, write_err};
+use super::flush_stall::FlushStall;
 use crate::codec::{decode, encode};
 use crate::raft_types::{LogId, StorageError, TypeConfig};
 
@@ -28,32 +29,15 @@ const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const LAST_PURGED: &str = "last_purged";
 
-/// How long appends take to become durable, and the test-only stall before each flush.
+/// How long appends take to become durable, and how many entries each carries.
 pub struct LogFlushStats {
     seconds: Histogram,
     entries: Histogram,
-    /// Test-only: sleep this long (microseconds) before each append's durable commit, to stand
-    /// in for a disk whose fsync stalls. Zero in production.
-    test_stall_us: AtomicU64,
 }
 
 impl LogFlushStats {
     pub fn new(seconds: Histogram, entries: Histogram) -> Self {
-        Self {
-            seconds,
-            entries,
-            test_stall_us: AtomicU64::new(0),
-        }
-    }
-
-    /// Test-only: every later append sleeps `stall` before its durable commit (zero: off).
-    pub fn set_test_stall(&self, stall: Duration) {
-        let micros = u64::try_from(stall.as_micros()).unwrap_or(u64::MAX);
-        self.test_stall_us.store(micros, Ordering::Relaxed);
-    }
-
-    fn test_stall(&self) -> Duration {
-        Duration::from_micros(self.test_stall_us.load(Ordering::Relaxed))
+        Self { seconds, entries }
     }
 }
 
@@ -66,15 +50,18 @@ pub struct LogStore {
     /// write's transaction (losing it only means re-learning the commit point).
     pending_committed: Arc<Mutex<Option<Vec<u8>>>>,
     flush: Arc<LogFlushStats>,
+    /// Test-only: a stall before each durable append (off in production).
+    stall: Arc<FlushStall>,
 }
 
 impl LogStore {
-    pub fn new(db: Arc<Database>, flush: Arc<LogFlushStats>) -> Self {
+    pub fn new(db: Arc<Database>, flush: Arc<LogFlushStats>, stall: Arc<FlushStall>) -> Self {
         Self {
             db,
             committed_index: Arc::new(AtomicU64::new(0)),
             pending_committed: Arc::new(Mutex::new(None)),
             flush,
+            stall,
         }
     }
 
@@ -160,15 +147,16 @@ impl LogStore {
         .await
     }
 
-    /// Writes `rows` in one durable transaction (with the pending committed marker); the
-    /// test-only stall sleeps first. Observed as one flush.
+    /// Writes `rows` in one durable transaction (with the pending committed marker); a
+    /// test-only stall set when the flush starts sleeps first. Observed as one flush.
     async fn append_durably(&self, rows: Vec<(u64, Vec<u8>)>) -> Result<(), StoreError> {
         let db = self.db.clone();
         let committed = self.pending_committed.lock().take();
         let flush = self.flush.clone();
+        let stall = self.stall.clone();
         blocking(move || {
             let started = Instant::now();
-            let stall = flush.test_stall();
+            let stall = stall.stall_now();
             if !stall.is_zero() {
                 std::thread::sleep(stall);
             }

@@ -14,7 +14,8 @@ fn store(dir: &TempDir) -> LogStore {
     let seconds = Histogram::with_opts(prometheus::HistogramOpts::new("s", "s")).unwrap();
     let entries = Histogram::with_opts(prometheus::HistogramOpts::new("e", "e")).unwrap();
     let db = open_database(dir.path()).unwrap();
-    LogStore::new(db, Arc::new(LogFlushStats::new(seconds, entries)))
+    let stall = Arc::new(FlushStall::new(Arc::new(switchyard_core::SystemClock)));
+    LogStore::new(db, Arc::new(LogFlushStats::new(seconds, entries)), stall)
 }
 
 fn blanks(term: u64, indexes: std::ops::RangeInclusive<u64>) -> Vec<Entry<TypeConfig>> {
@@ -38,7 +39,7 @@ async fn a_stalled_flush_holds_its_acknowledgement_but_not_the_readers() {
     let dir = TempDir::new().unwrap();
     let mut writer = store(&dir);
     writer.blocking_append(blanks(1, 1..=2)).await.unwrap();
-    writer.flush.set_test_stall(Duration::from_millis(600));
+    writer.stall.set(Duration::from_millis(600), None);
     let mut reader = writer.clone();
     let started = Instant::now();
     let append = tokio::spawn(async move {

@@ -3,10 +3,12 @@
 //! entries and the vote are durable (fsync) before openraft is told so (see `log_store`).
 
 mod db;
+mod flush_stall;
 pub mod identity;
 mod log_store;
 mod state_machine;
 
 pub use db::{StoreError, open_database};
+pub use flush_stall::FlushStall;
 pub use log_store::{LogFlushStats, LogStore};
 pub use state_machine::{StateMachineStore, StoreEvents};
