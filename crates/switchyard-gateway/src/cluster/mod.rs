@@ -88,6 +88,8 @@ impl LedgerRuntime {
         ledger_config.cluster_id = config.cluster_id.clone();
         ledger_config.tls = tls.clone();
         config.raft.apply_to(&mut ledger_config.raft);
+        ledger_config.lease.spend_window =
+            raft_timing::lease_spend_window(&ledger_config.raft, ledger_config.lease.spend_window);
         if !config.advertise_addr.is_empty() {
             ledger_config.advertise_addr = Some(config.advertise_addr.clone());
         }

@@ -6,7 +6,16 @@
 //! keeps heartbeating while it waits for an fsync (`crates/third_party/openraft/PATCHES.md`).
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 use switchyard_ledger::config::RaftTimings;
+
+/// How many seconds of spend a lease asks for, given the Raft timings. A node renews once
+/// half of its lease is used, so that half must outlast a slow renewal; with raised timings
+/// (distant replicas, slow disks) a renewal can take up to a failover, so the window is at
+/// least `failover_bound`. The default timings' bound (1.6 s) is below the default window.
+pub fn lease_spend_window(timings: &RaftTimings, configured: Duration) -> Duration {
+    configured.max(timings.failover_bound())
+}
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -92,6 +101,25 @@ impl RaftTimingConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raised_timings_widen_the_lease_window_and_the_defaults_keep_it() {
+        let configured = Duration::from_secs(2);
+        let mut timings = RaftTimings::default();
+        assert_eq!(lease_spend_window(&timings, configured), configured);
+        // Replicas 100 ms apart: elections 1.2-2.4 s, so a failover may take 4.8 s.
+        RaftTimingConfig {
+            heartbeat_interval_ms: 300,
+            election_timeout_min_ms: 1_200,
+            election_timeout_max_ms: 2_400,
+            install_snapshot_timeout_ms: 3_000,
+        }
+        .apply_to(&mut timings);
+        assert_eq!(
+            lease_spend_window(&timings, configured),
+            Duration::from_millis(4_800)
+        );
+    }
 
     fn invalid_field(config: RaftTimingConfig) -> String {
         config.validate().unwrap_err().0
