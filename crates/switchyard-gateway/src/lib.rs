@@ -16,6 +16,7 @@ pub mod headers;
 mod http;
 pub mod lifecycle;
 pub mod listener;
+pub mod log_fields;
 pub mod logging;
 pub mod metrics;
 pub mod openai;

@@ -18,6 +18,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use crate::log_fields::PlainFields;
 use crate::telemetry::{Exporter, JsonFieldVisitor, OtlpLayer};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -34,9 +35,11 @@ pub fn init(format: LogFormat, otlp: Option<Exporter>) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let lines = match format {
-        LogFormat::Text => lines
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .boxed(),
+        LogFormat::Text if std::io::IsTerminal::is_terminal(&std::io::stderr()) => {
+            lines.with_ansi(true).boxed()
+        }
+        // The same text as the default field formatter writes without colours, for less.
+        LogFormat::Text => lines.with_ansi(false).fmt_fields(PlainFields).boxed(),
         LogFormat::Json => lines
             .with_ansi(false)
             .fmt_fields(JsonFields)

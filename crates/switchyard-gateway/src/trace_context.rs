@@ -90,17 +90,7 @@ fn parse(value: &str) -> Option<TraceContext> {
 }
 
 fn trace_id_from(request_id: &str) -> String {
-    let mut digits = String::with_capacity(32);
-    digits.extend(
-        request_id
-            .chars()
-            .filter(|c| *c != '-')
-            .map(|c| c.to_ascii_lowercase()),
-    );
-    if digits.len() == 32
-        && digits.bytes().all(|b| b.is_ascii_hexdigit())
-        && digits.bytes().any(|b| b != b'0')
-    {
+    if let Some(digits) = hex_digits(request_id) {
         return digits;
     }
     // Fixed keys: the same request id always maps to the same trace id.
@@ -111,6 +101,25 @@ fn trace_id_from(request_id: &str) -> String {
         nonzero(hasher.finish())
     };
     format!("{:016x}{:016x}", hash(1), hash(2))
+}
+
+/// `request_id` without its dashes, lower-cased, when that is 32 hex digits not all zero (a
+/// UUID's): checked byte by byte on the stack, where collecting it character by character
+/// first cost more than the rest of the trace context.
+fn hex_digits(request_id: &str) -> Option<String> {
+    let mut digits = [0u8; 32];
+    let mut len = 0;
+    for byte in request_id.bytes().filter(|b| *b != b'-') {
+        if len == digits.len() || !byte.is_ascii_hexdigit() {
+            return None;
+        }
+        digits[len] = byte.to_ascii_lowercase();
+        len += 1;
+    }
+    if len < digits.len() || digits.iter().all(|b| *b == b'0') {
+        return None;
+    }
+    String::from_utf8(digits.to_vec()).ok()
 }
 
 fn nonzero(value: u64) -> u64 {
@@ -204,5 +213,34 @@ mod tests {
             other.trace_id,
             TraceContext::for_request(&HeaderMap::new(), "req-43").trace_id
         );
+    }
+
+    /// The request id's digits as first defined: its characters but dashes, lower-cased,
+    /// when that is 32 hex digits not all zero.
+    fn digits_char_by_char(request_id: &str) -> Option<String> {
+        let digits: String = request_id
+            .chars()
+            .filter(|c| *c != '-')
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        (digits.len() == 32
+            && digits.bytes().all(|b| b.is_ascii_hexdigit())
+            && digits.bytes().any(|b| b != b'0'))
+        .then_some(digits)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn request_ids_give_the_digits_of_the_char_by_char_definition(
+            id in "([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F-]{28,40}|[0-9a-fA-F\u{e9}\u{212a}-]{30,36}|-*0{32}-*|.{0,40})",
+        ) {
+            let expected = digits_char_by_char(&id);
+            proptest::prop_assert_eq!(hex_digits(&id), expected.clone());
+            let trace_id = trace_id_from(&id);
+            proptest::prop_assert_eq!(trace_id.len(), 32);
+            if let Some(digits) = expected {
+                proptest::prop_assert_eq!(trace_id, digits);
+            }
+        }
     }
 }

@@ -3,92 +3,17 @@
 
 use serde::Deserialize;
 
+mod chat;
 mod request;
 mod surface;
 
+pub use chat::ChatKeyInputs;
 pub use request::{ParsedRequest, Route};
 pub use surface::parse_bodiless;
 
-use self::request::from_json;
+use self::chat::{ChatRead, flatten_messages};
+use self::request::{StreamOptions, from_json};
 use crate::error::ApiError;
-
-#[derive(Deserialize, Default)]
-struct StreamOptions {
-    #[serde(default)]
-    include_usage: Option<bool>,
-}
-
-#[derive(Deserialize)]
-struct ChatBody {
-    model: String,
-    messages: Vec<ChatMessage>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    user: Option<String>,
-    #[serde(default)]
-    max_tokens: Option<u64>,
-    #[serde(default)]
-    max_completion_tokens: Option<u64>,
-    #[serde(default)]
-    stream_options: Option<StreamOptions>,
-}
-
-#[derive(Deserialize)]
-struct ChatMessage {
-    role: String,
-    #[serde(default)]
-    content: Option<Content>,
-}
-
-/// A message's content: a string, or an array of parts. Read by hand rather than as an
-/// untagged enum, which buffers every message into an intermediate tree before trying each
-/// variant; this is the hottest part of parsing a chat request.
-enum Content {
-    Text(String),
-    Parts(Vec<ContentPart>),
-}
-
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ContentVisitor;
-
-        impl<'de> serde::de::Visitor<'de> for ContentVisitor {
-            type Value = Content;
-
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("a string or an array of content parts")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
-                Ok(Content::Text(text.to_owned()))
-            }
-
-            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Content, E> {
-                Ok(Content::Text(text))
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Content, A::Error> {
-                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                while let Some(part) = seq.next_element::<ContentPart>()? {
-                    parts.push(part);
-                }
-                Ok(Content::Parts(parts))
-            }
-        }
-
-        deserializer.deserialize_any(ContentVisitor)
-    }
-}
-
-#[derive(Deserialize)]
-struct ContentPart {
-    #[serde(default)]
-    text: Option<String>,
-}
 
 #[derive(Deserialize)]
 struct CompletionBody {
@@ -112,23 +37,34 @@ enum Prompt {
 }
 
 pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
+    parse_keyed(route, body).map(|(parsed, _)| parsed)
+}
+
+/// [`parse`], also returning what the response-cache key reads of a chat body (when the
+/// key can read it from this parse).
+pub fn parse_keyed(
+    route: Route,
+    body: &[u8],
+) -> Result<(ParsedRequest, Option<ChatKeyInputs>), ApiError> {
     match route {
         Route::ChatCompletions => {
-            let chat: ChatBody = from_json(body)?;
+            let mut body = ChatRead::read(body)?;
+            let chat = &mut body.fields;
             if chat.messages.is_empty() {
                 return Err(ApiError::bad_request(
                     "invalid_request",
                     "`messages` must contain at least one message",
                 ));
             }
-            Ok(ParsedRequest {
+            let parsed = ParsedRequest {
                 prompt: flatten_messages(&chat.messages),
-                model: chat.model,
+                model: std::mem::take(&mut chat.model),
                 stream: chat.stream.unwrap_or(false),
-                user: chat.user,
+                user: chat.user.take(),
                 max_tokens: chat.max_completion_tokens.or(chat.max_tokens),
                 include_usage: include_usage(chat.stream_options.as_ref()),
-            })
+            };
+            Ok((parsed, ChatKeyInputs::of(body)))
         }
         Route::Completions => {
             let completion: CompletionBody = from_json(body)?;
@@ -136,60 +72,22 @@ pub fn parse(route: Route, body: &[u8]) -> Result<ParsedRequest, ApiError> {
                 Prompt::Text(text) => text,
                 Prompt::Many(parts) => parts.join(" "),
             };
-            Ok(ParsedRequest {
+            let parsed = ParsedRequest {
                 prompt,
                 model: completion.model,
                 stream: completion.stream.unwrap_or(false),
                 user: completion.user,
                 max_tokens: completion.max_tokens,
                 include_usage: include_usage(completion.stream_options.as_ref()),
-            })
+            };
+            Ok((parsed, None))
         }
-        other => surface::parse(other, body),
+        other => surface::parse(other, body).map(|parsed| (parsed, None)),
     }
 }
 
 fn include_usage(options: Option<&StreamOptions>) -> bool {
     options.and_then(|o| o.include_usage).unwrap_or(false)
-}
-
-fn flatten_messages(messages: &[ChatMessage]) -> String {
-    let mut text = String::with_capacity(flattened_len(messages));
-    for message in messages {
-        text.push_str("<|");
-        text.push_str(&message.role);
-        text.push_str("|>");
-        match &message.content {
-            Some(Content::Text(content)) => text.push_str(content),
-            Some(Content::Parts(parts)) => {
-                for part in parts.iter().filter_map(|p| p.text.as_deref()) {
-                    text.push_str(part);
-                }
-            }
-            None => {}
-        }
-        text.push('\n');
-    }
-    text
-}
-
-/// The length of [`flatten_messages`]' output, so it is built without growing.
-fn flattened_len(messages: &[ChatMessage]) -> usize {
-    messages
-        .iter()
-        .map(|message| {
-            let content = match &message.content {
-                Some(Content::Text(content)) => content.len(),
-                Some(Content::Parts(parts)) => parts
-                    .iter()
-                    .filter_map(|p| p.text.as_deref())
-                    .map(str::len)
-                    .sum(),
-                None => 0,
-            };
-            "<||>\n".len() + message.role.len() + content
-        })
-        .sum()
 }
 
 #[cfg(test)]

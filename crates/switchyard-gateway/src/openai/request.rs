@@ -59,6 +59,13 @@ impl Route {
     }
 }
 
+/// A streaming request's options: whether the client asked for the final usage chunk.
+#[derive(Deserialize, Default)]
+pub(super) struct StreamOptions {
+    #[serde(default)]
+    pub(super) include_usage: Option<bool>,
+}
+
 /// What routing needs to know about one request.
 #[derive(Debug, PartialEq)]
 pub struct ParsedRequest {

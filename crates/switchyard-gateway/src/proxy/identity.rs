@@ -1,17 +1,15 @@
 //! Identity: the API key → caller, priority (clamped), purpose and the client's retry count.
 //! Unknown keys are refused (401/403) before the body is read.
 
+use http::HeaderMap;
 use switchyard_core::RequestTags;
 
-use super::context::RequestContext;
 use crate::error::ApiError;
+use crate::state::Stack;
 
-pub(super) fn resolve(ctx: &RequestContext<'_>) -> Result<RequestTags, ApiError> {
-    let tags = ctx
-        .stack
+pub(super) fn resolve(stack: &Stack, client_headers: &HeaderMap) -> Result<RequestTags, ApiError> {
+    stack
         .admission
-        .resolve(ctx.client_headers)
-        .map_err(ApiError::refused)?;
-    tracing::Span::current().record("caller", &*tags.caller);
-    Ok(tags)
+        .resolve(client_headers)
+        .map_err(ApiError::refused)
 }

@@ -78,26 +78,32 @@ pub async fn handle_at(
 ) -> Response {
     let request_id = request_id(&client_headers);
     let trace = TraceContext::for_request(&client_headers, &request_id);
+    // Resolved before the span, so the caller is one of its fields from the start: recorded
+    // afterwards, it would cost a second trip through the subscriber. A refused request's
+    // span has no caller.
+    let tags = identity::resolve(&state.stack, &client_headers);
+    let caller = tags.as_ref().ok().map(|tags| &*tags.caller);
     // The trace ids are read by the OTLP exporter (`telemetry`). Without one they go into the
     // log lines only when the client sent its own trace context: otherwise the trace id is the
     // request id again, and formatting two more fields is a measurable share of the request.
+    // Fields print in the order declared here (`caller` last, as when it was recorded later).
     let span = if crate::telemetry::exports_spans() || trace.is_from_client() {
         tracing::info_span!(
             "request",
             request_id = %request_id,
             route = route.label(),
-            caller = tracing::field::Empty,
             status = tracing::field::Empty,
             trace_id = %trace.trace_id,
             parent_span_id = %trace.parent_id,
+            caller,
         )
     } else {
         tracing::info_span!(
             "request",
             request_id = %request_id,
             route = route.label(),
-            caller = tracing::field::Empty,
             status = tracing::field::Empty,
+            caller,
         )
     };
     async move {
@@ -112,7 +118,7 @@ pub async fn handle_at(
             started: Instant::now(),
         };
         let in_flight = GatewayInFlight::enter(&state.stack.metrics);
-        let mut response = match serve(&state, &ctx, body, in_flight).await {
+        let mut response = match serve(&state, &ctx, tags, body, in_flight).await {
             Ok(response) => response,
             Err(error) => refused(&ctx, error),
         };
@@ -134,14 +140,15 @@ pub async fn handle_at(
 async fn serve(
     state: &AppState,
     ctx: &RequestContext<'_>,
+    tags: Result<RequestTags, ApiError>,
     body: Body,
     in_flight: GatewayInFlight,
 ) -> Result<Response, ApiError> {
-    let tags = identity::resolve(ctx)?;
+    let tags = tags?;
     // Held until the response's headers are out: the body waits for admission inside it.
     let (bytes, _held_body) = body::read_request(ctx, &state.pending_bodies, body).await?;
-    let parsed = parse::parse(ctx, &bytes)?;
-    let planned = match degrade::plan(state, ctx, tags, parsed, bytes).await? {
+    let (parsed, key_inputs) = parse::parse(ctx, &bytes)?;
+    let planned = match degrade::plan(state, ctx, tags, parsed, key_inputs, bytes).await? {
         Plan::Answered(response) => return Ok(response),
         Plan::Forward(planned) => planned,
     };
@@ -223,11 +230,29 @@ fn request_id(client_headers: &HeaderMap) -> String {
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128)
         .map(str::to_string)
-        .unwrap_or_else(|| fresh_request_id().to_string())
+        .unwrap_or_else(|| {
+            // What `to_string` prints, written without the formatting machinery.
+            let mut text = uuid::Uuid::encode_buffer();
+            String::from(&*fresh_request_id().hyphenated().encode_lower(&mut text))
+        })
 }
 
 /// A random (v4) UUID from the thread's generator: `Uuid::new_v4` asks the kernel for
 /// entropy, a system call on every request.
 fn fresh_request_id() -> uuid::Uuid {
     uuid::Builder::from_random_bytes(rand::random()).into_uuid()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_request_id_prints_as_its_uuid_does() {
+        let id = request_id(&HeaderMap::new());
+        let uuid = uuid::Uuid::parse_str(&id).unwrap();
+        assert_eq!(id, uuid.to_string());
+        assert_eq!(uuid.get_version_num(), 4);
+        assert_ne!(id, request_id(&HeaderMap::new()));
+    }
 }

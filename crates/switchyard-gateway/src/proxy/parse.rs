@@ -8,17 +8,22 @@
 use http::Method;
 
 use crate::error::ApiError;
-use crate::openai::{self, ParsedRequest};
+use crate::openai::{self, ChatKeyInputs, ParsedRequest};
 use crate::state::Stack;
 
 use super::context::RequestContext;
 use super::context_fit;
 
-pub(super) fn parse(ctx: &RequestContext<'_>, body: &[u8]) -> Result<ParsedRequest, ApiError> {
-    let mut parsed = if ctx.method == Method::POST {
-        openai::parse(ctx.route, body)?
+/// The request's fields, and what the response-cache key reads of a chat body (so the key
+/// needs no second pass over it).
+pub(super) fn parse(
+    ctx: &RequestContext<'_>,
+    body: &[u8],
+) -> Result<(ParsedRequest, Option<ChatKeyInputs>), ApiError> {
+    let (mut parsed, key_inputs) = if ctx.method == Method::POST {
+        openai::parse_keyed(ctx.route, body)?
     } else {
-        openai::parse_bodiless(ctx.upstream_path)
+        (openai::parse_bodiless(ctx.upstream_path), None)
     };
     parsed.check_max_tokens(ctx.stack.config().limits.max_output_tokens)?;
     if ctx.route.is_generation() {
@@ -31,7 +36,7 @@ pub(super) fn parse(ctx: &RequestContext<'_>, body: &[u8]) -> Result<ParsedReque
     if context_fit::applies(ctx.route) {
         context_fit::refuse_if_none_fits(ctx.stack, &parsed)?;
     }
-    Ok(parsed)
+    Ok((parsed, key_inputs))
 }
 
 /// The longest context among the workers serving `model`, when every one of them stated it

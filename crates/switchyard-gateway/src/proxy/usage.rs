@@ -72,7 +72,7 @@ impl UsageSniffer {
                 }
                 bytes = &bytes[same..];
             }
-            let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
+            let Some(newline) = find_newline(bytes) else {
                 return;
             };
             bytes = &bytes[newline + 1..];
@@ -118,6 +118,32 @@ impl UsageSniffer {
             None => number_after(rest, b"\"total_tokens\""),
         }
     }
+}
+
+/// The index of the first newline in `bytes`, eight bytes compared at a time: every byte of
+/// every response passes through here.
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        if let Ok(word) = <[u8; 8]>::try_from(chunk) {
+            // Zero bytes where `word` has newlines; the expression is nonzero exactly when
+            // some byte is zero.
+            let word = u64::from_ne_bytes(word) ^ NEWLINES;
+            if word.wrapping_sub(ONES) & !word & HIGHS != 0 {
+                return chunk.iter().position(|&b| b == b'\n').map(|at| offset + at);
+            }
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|at| offset + at)
 }
 
 // Every response passes through these at its end, so they compare only where the needle's
@@ -236,6 +262,26 @@ mod tests {
                 sniffer.observe(frame);
             }
             proptest::prop_assert_eq!(sniffer.data_events, data_lines_byte_by_byte(&frames));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn newlines_are_found_where_a_byte_by_byte_search_finds_them(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => proptest::prelude::any::<u8>(),
+                    1 => proptest::strategy::Just(b'\n'),
+                    1 => proptest::strategy::Just(b'\x0b'),
+                    1 => proptest::strategy::Just(b'\x8a'),
+                ],
+                0..80,
+            ),
+        ) {
+            proptest::prop_assert_eq!(
+                find_newline(&bytes),
+                bytes.iter().position(|&b| b == b'\n')
+            );
         }
     }
 

@@ -30,6 +30,28 @@ impl CacheKey {
         }
         Ok(Some(key.finish().scoped_by(caller, view.params.iter())))
     }
+
+    /// The key of a chat request whose body was read already, under `alias` and scoped to
+    /// `caller`: `turns` are its messages, each a role and its texts (the content string, or
+    /// each content part's `text` string), `fields` its top-level fields but `messages` (those
+    /// the key leaves out are skipped here). The same key as [`CacheKey::of_chat_body`] on a
+    /// body whose messages are objects with a string `role`, without reading the body again.
+    pub fn of_chat_turns<'t, T, I>(
+        alias: &str,
+        caller: &str,
+        turns: I,
+        fields: &Map<String, Value>,
+    ) -> Self
+    where
+        I: ExactSizeIterator<Item = (&'t str, T)>,
+        T: IntoIterator<Item = &'t str>,
+    {
+        let mut key = ChatKeyWriter::new(alias, turns.len());
+        for (role, texts) in turns {
+            key.turn(role, texts);
+        }
+        key.finish().scoped_by(caller, fields.iter())
+    }
 }
 
 /// What the key reads of a chat body.
@@ -309,5 +331,38 @@ mod tests {
         for not_an_object in ["[1]", "\"x\"", "{", "{} trailing"] {
             assert!(CacheKey::of_chat_body("a", "c", not_an_object.as_bytes()).is_err());
         }
+    }
+
+    /// Turns and fields read by another parser give the key read from the bytes.
+    #[test]
+    fn keys_from_turns_equal_keys_from_the_bytes() {
+        let body = r#"{"model":"m","temperature":0.5,"stop":["\n"],"prompt":"x","stream":true,"user":"u","messages":[{"role":"system","content":"be  brief"},{"role":"user","content":[{"type":"text","text":"a "},{"type":"image_url"},{"text":" b\nc"}]},{"role":"assistant"}]}"#;
+        let value: Value = serde_json::from_str(body).unwrap();
+        let mut fields = value.as_object().unwrap().clone();
+        fields.remove("messages");
+        let turns: Vec<(&str, Vec<&str>)> = vec![
+            ("system", vec!["be  brief"]),
+            ("user", vec!["a ", " b\nc"]),
+            ("assistant", vec![]),
+        ];
+        let from_turns = CacheKey::of_chat_turns(
+            "alias",
+            "caller",
+            turns
+                .iter()
+                .map(|(role, texts)| (*role, texts.iter().copied())),
+            &fields,
+        );
+        let read = CacheKey::of_chat_body("alias", "caller", body.as_bytes()).unwrap();
+        assert_eq!(Some(from_turns.clone()), read);
+        let other_caller = CacheKey::of_chat_turns(
+            "alias",
+            "other",
+            turns
+                .iter()
+                .map(|(role, texts)| (*role, texts.iter().copied())),
+            &fields,
+        );
+        assert_ne!(from_turns, other_caller);
     }
 }

@@ -20,7 +20,7 @@ use switchyard_warmup::{CacheKey, DowngradeStep, Verdict};
 use self::request_text::RequestText;
 use super::context::RequestContext;
 use crate::error::ApiError;
-use crate::openai::ParsedRequest;
+use crate::openai::{ChatKeyInputs, ParsedRequest};
 use crate::state::AppState;
 
 /// What the degrade stage decided.
@@ -62,6 +62,7 @@ pub(super) async fn plan(
     ctx: &RequestContext<'_>,
     mut tags: RequestTags,
     parsed: ParsedRequest,
+    key_inputs: Option<ChatKeyInputs>,
     bytes: Bytes,
 ) -> Result<Plan, ApiError> {
     let runtime = &state.warmup;
@@ -105,7 +106,9 @@ pub(super) async fn plan(
         Verdict::ServeAt(priority) => tags.priority = priority,
         Verdict::Serve | Verdict::CachedOrWarmedOnly => {}
     }
-    let mut request = RequestText::new(ctx.route, bytes.clone()).for_caller(&tags.caller);
+    let mut request = RequestText::new(ctx.route, bytes.clone())
+        .for_caller(&tags.caller)
+        .read_as(key_inputs);
     let cacheable = degradation.cache.enabled && cache::caches(&degradation, &alias);
     if decision.cache_first
         && cacheable

@@ -7,13 +7,15 @@ use bytes::Bytes;
 use serde_json::Value;
 use switchyard_warmup::CacheKey;
 
-use crate::openai::Route;
+use crate::openai::{ChatKeyInputs, Route};
 
 pub(crate) struct RequestText {
     route: Route,
     /// Whose request it is: cache keys are scoped to the caller.
     caller: String,
     body: Bytes,
+    /// What the key reads of a chat body, when the parse kept it.
+    key_inputs: Option<ChatKeyInputs>,
     value: Option<Option<Value>>,
     text: Option<String>,
 }
@@ -24,6 +26,7 @@ impl RequestText {
             route,
             caller: String::new(),
             body,
+            key_inputs: None,
             value: None,
             text: None,
         }
@@ -32,6 +35,13 @@ impl RequestText {
     /// The same request, its cache keys scoped to `caller`.
     pub(crate) fn for_caller(mut self, caller: &str) -> Self {
         self.caller = caller.to_string();
+        self
+    }
+
+    /// The same request, its chat cache key built from what the parse kept of the body
+    /// (`inputs`, when it kept them) rather than from the body read again.
+    pub(crate) fn read_as(mut self, inputs: Option<ChatKeyInputs>) -> Self {
+        self.key_inputs = inputs;
         self
     }
 
@@ -63,6 +73,16 @@ impl RequestText {
     /// The response-cache key of this request under `alias`, scoped to the caller and to
     /// the request's generation parameters.
     pub(crate) fn cache_key(&mut self, alias: &str) -> Option<CacheKey> {
+        if let Some(inputs) = &self.key_inputs
+            && let Some(fields) = inputs.fields()
+        {
+            return Some(CacheKey::of_chat_turns(
+                alias,
+                &self.caller,
+                inputs.turns(),
+                &fields,
+            ));
+        }
         let key = match self.route {
             // Read straight from the bytes (no tree of the whole body) unless the body was
             // parsed already for the downgrade chain or warmup: the same key either way.
@@ -155,6 +175,25 @@ mod tests {
             fresh.value.is_none(),
             "the key did not need the parsed body"
         );
+    }
+
+    #[test]
+    fn a_chat_key_from_the_parse_is_the_key_read_from_the_bytes() {
+        let bodies: [&'static [u8]; 3] = [
+            br#"{"model":"m","temperature":0.2,"messages":[{"role":"user","content":"hi  there"}]}"#,
+            br#"{"model":"m","stop":["\n"],"t":1,"t":[2],"messages":[{"role":"system","content":[{"text":"a"},{"type":"x"}]},{"role":"user"}]}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}],"big":1e999}"#,
+        ];
+        for body in bodies {
+            let (_, inputs) = crate::openai::parse_keyed(Route::ChatCompletions, body).unwrap();
+            assert!(inputs.is_some());
+            let mut from_parse = RequestText::new(Route::ChatCompletions, Bytes::from_static(body))
+                .for_caller("c")
+                .read_as(inputs);
+            let mut from_bytes =
+                RequestText::new(Route::ChatCompletions, Bytes::from_static(body)).for_caller("c");
+            assert_eq!(from_parse.cache_key("a"), from_bytes.cache_key("a"));
+        }
     }
 
     #[test]
