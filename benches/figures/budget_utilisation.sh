@@ -198,9 +198,10 @@ run_case() {
     sleep 12
     for i in 0 1 2; do
         save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$case_name.gateway-$i.metrics.txt"
-        # save_metrics drops histogram buckets; the reservation's are the request-path figure.
+        # save_metrics drops histogram buckets; the reservation's are the request-path figure,
+        # the commit's, log flush's and spend journal sync's show where a slow one waited.
         curl -fsS --max-time 5 "http://127.0.0.1:${GW_PORTS[$i]}/metrics" |
-            grep '^switchyard_ledger_reserve_seconds_bucket' \
+            grep -E '^switchyard_ledger_(reserve|commit|log_flush|journal_sync)_seconds_bucket' \
                 >>"$FIG_DATA/$case_name.gateway-$i.metrics.txt" || true
     done
     admin GET "${GW_PORTS[0]}" /admin/quota >"$FIG_DATA/$case_name.quota.json" || true
