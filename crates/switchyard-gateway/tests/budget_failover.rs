@@ -8,9 +8,6 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const TENANT_KEY: &str = "sk-failover-tenant";
@@ -18,21 +15,6 @@ const TENANT_KEY: &str = "sk-failover-tenant";
 async fn cluster_view(base: &str) -> Option<serde_json::Value> {
     let reply = admin_get(base, ADMIN_KEY, "/admin/cluster").await;
     (reply.status == 200).then(|| reply.json())
-}
-
-async fn ask(base: &str) -> (u16, String) {
-    let body = serde_json::json!({
-        "model": "sim-llama",
-        "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": 60,
-    });
-    let reply = tenant_chat(base, TENANT_KEY, &body).await;
-    let code = if reply.status == 200 {
-        String::new()
-    } else {
-        reply.error_code()
-    };
-    (reply.status.as_u16(), code)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +46,7 @@ tokens_per_day = 100000000
     // Every replica holds a lease once it answers the tenant.
     for base in &bases {
         let serving = eventually(Duration::from_secs(30), || async {
-            ask(base).await.0 == 200
+            ask_chat(base, TENANT_KEY).await.0 == 200
         })
         .await;
         assert!(serving, "{base} never served the tenant");
@@ -79,23 +61,7 @@ tokens_per_day = 100000000
         .map(|i| bases[i].clone())
         .collect();
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut clients = Vec::new();
-    for base in survivors.iter().flat_map(|b| [b.clone(), b.clone()]) {
-        let stop = stop.clone();
-        clients.push(tokio::spawn(async move {
-            let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-            let mut slowest = Duration::ZERO;
-            while !stop.load(Ordering::Relaxed) {
-                let sent = Instant::now();
-                let (status, code) = ask(&base).await;
-                slowest = slowest.max(sent.elapsed());
-                *outcomes.entry(format!("{status} {code}")).or_default() += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            (outcomes, slowest)
-        }));
-    }
+    let load = ChatLoad::start(&survivors, 2, TENANT_KEY, Duration::from_millis(10));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let killed_at = Instant::now();
     nodes[leader].child.start_kill().unwrap(); // SIGKILL
@@ -112,16 +78,7 @@ tokens_per_day = 100000000
     assert!(reelected, "the survivors elected no new leader");
     // Long enough after the election for every lease to have been renewed under it.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-    let mut slowest = Duration::ZERO;
-    for client in clients {
-        let (seen, slow) = client.await.unwrap();
-        slowest = slowest.max(slow);
-        for (outcome, n) in seen {
-            *outcomes.entry(outcome).or_default() += n;
-        }
-    }
+    let ChatLoadOutcome { outcomes, slowest } = load.finish().await;
     eprintln!(
         "FIGURE leader SIGKILL: new leader seen after {failover:?}; answers {outcomes:?}; \
          slowest {slowest:?}"

@@ -15,8 +15,6 @@ mod common;
 use common::*;
 use http::Method;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const TENANT_KEY: &str = "sk-flush-stall-tenant";
@@ -42,21 +40,6 @@ async fn flush_seconds(base: &str) -> f64 {
         .find_map(|line| line.strip_prefix("switchyard_ledger_log_flush_seconds_sum "))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or_else(|| panic!("no switchyard_ledger_log_flush_seconds_sum at {base}"))
-}
-
-async fn ask(base: &str) -> (u16, String) {
-    let body = serde_json::json!({
-        "model": "sim-llama",
-        "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": 60,
-    });
-    let reply = tenant_chat(base, TENANT_KEY, &body).await;
-    let code = if reply.status == 200 {
-        String::new()
-    } else {
-        reply.error_code()
-    };
-    (reply.status.as_u16(), code)
 }
 
 async fn set_stall(base: &str, body: serde_json::Value) -> Reply {
@@ -164,7 +147,7 @@ tokens_per_day = 100000000
     refuses_bad_stalls(&bases[0]).await;
     for base in &bases {
         let serving = eventually(Duration::from_secs(20), || async {
-            ask(base).await.0 == 200
+            ask_chat(base, TENANT_KEY).await.0 == 200
         })
         .await;
         assert!(serving, "{base} never served the tenant");
@@ -190,24 +173,8 @@ tokens_per_day = 100000000
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut clients = Vec::new();
-    for base in bases.iter().flat_map(|b| [b.clone(), b.clone()]) {
-        let stop = stop.clone();
-        clients.push(tokio::spawn(async move {
-            let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-            let mut slowest = Duration::ZERO;
-            while !stop.load(Ordering::Relaxed) {
-                let sent = Instant::now();
-                let (status, code) = ask(&base).await;
-                slowest = slowest.max(sent.elapsed());
-                *outcomes.entry(format!("{status} {code}")).or_default() += 1;
-                // Paces the load (about 50 requests a second per client when answers are quick).
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (outcomes, slowest)
-        }));
-    }
+    // About 50 requests a second per client when answers are quick.
+    let load = ChatLoad::start(&bases, 2, TENANT_KEY, Duration::from_millis(20));
     let mut flushed_before = Vec::new();
     for base in &bases {
         flushed_before.push(flush_seconds(base).await);
@@ -242,20 +209,11 @@ tokens_per_day = 100000000
     // The last stalled flushes end within stall_ms of the last episode; let them finish and
     // the leases they held up be renewed before judging.
     tokio::time::sleep(Duration::from_millis(stall_ms).max(EPISODE_GAP)).await;
-    stop.store(true, Ordering::Relaxed);
     let mut write_statuses = Vec::new();
     for write in writes {
         write_statuses.push(write.await.unwrap());
     }
-    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-    let mut slowest = Duration::ZERO;
-    for client in clients {
-        let (seen, slow) = client.await.unwrap();
-        slowest = slowest.max(slow);
-        for (outcome, n) in seen {
-            *outcomes.entry(outcome).or_default() += n;
-        }
-    }
+    let ChatLoadOutcome { outcomes, slowest } = load.finish().await;
     let mut terms_after = Vec::new();
     let mut stalled_seconds = Vec::new();
     for (base, before) in bases.iter().zip(&flushed_before) {

@@ -4,10 +4,12 @@
 
 mod answers;
 mod capture;
+mod load;
 mod process;
 
 pub use answers::*;
 pub use capture::*;
+pub use load::*;
 pub use process::*;
 
 use bytes::Bytes;
