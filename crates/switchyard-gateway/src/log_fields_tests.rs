@@ -1,25 +1,8 @@
 //! Every kind of field, in spans and events, is written as `DefaultFields` writes it.
 
 use super::*;
+use crate::logging::tests::Buffer;
 use proptest::prelude::*;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::ErrorKind::Other)?
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[derive(Debug)]
 struct Failure {

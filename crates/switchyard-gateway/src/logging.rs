@@ -139,13 +139,14 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Write;
     use std::sync::{Arc, Mutex};
 
+    /// A log writer the tests read back (clones share the bytes).
     #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Buffer(pub(crate) Arc<Mutex<Vec<u8>>>);
 
     impl Write for Buffer {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
