@@ -42,14 +42,7 @@ async fn requests_wait_through_an_election_instead_of_failing() {
     for id in 1..=3 {
         nodes.push(start_with(failover_config(id, &dir), Arc::new(SystemClock)).await);
     }
-    let members = nodes
-        .iter()
-        .map(|n| (n.id(), n.raft_addr().to_owned()))
-        .collect();
-    nodes[0].initialize(members).await.unwrap();
-    for node in &nodes {
-        node.wait_for_leader(Duration::from_secs(10)).await.unwrap();
-    }
+    form_group(&nodes).await;
     let scope = QuotaScope::caller("acme");
     nodes[0]
         .set_budget(scope.clone(), BudgetSpec::daily(100_000_000), "ops")

@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard_core::SystemClock;
@@ -48,14 +47,7 @@ async fn a_leader_stalled_in_every_flush_keeps_its_term() {
         );
         registries.push(registry);
     }
-    let members: BTreeMap<u64, String> = nodes
-        .iter()
-        .map(|n| (n.id(), n.raft_addr().to_owned()))
-        .collect();
-    nodes[0].initialize(members).await.unwrap();
-    for node in &nodes {
-        node.wait_for_leader(Duration::from_secs(10)).await.unwrap();
-    }
+    form_group(&nodes).await;
     let leader = leader_index(&nodes);
     let term_before = term(&nodes[leader]);
     // One shared disk: every replica's flushes stall, the leader's included.

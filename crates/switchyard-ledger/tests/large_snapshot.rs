@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::SystemClock;
@@ -32,14 +31,7 @@ async fn a_learner_joining_late_catches_up_on_a_state_over_8_mib() {
     for id in 1..=3 {
         nodes.push(patient_node(id, &dir).await);
     }
-    let members: BTreeMap<u64, String> = nodes
-        .iter()
-        .map(|n| (n.id(), n.raft_addr().to_owned()))
-        .collect();
-    nodes[0].initialize(members).await.unwrap();
-    for node in &nodes {
-        node.wait_for_leader(Duration::from_secs(10)).await.unwrap();
-    }
+    form_group(&nodes).await;
     let leader = leader_index(&nodes);
     for key in 0..BIG_RECORDS {
         let prefix = format!("{key:08}").repeat(PREFIX_BYTES / 8);

@@ -9,7 +9,6 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::SystemClock;
@@ -33,14 +32,7 @@ async fn late_append_answers_do_not_depose_the_leader() {
         config.raft.election_timeout_max_ms = 280;
         nodes.push(start_with(config, Arc::new(SystemClock)).await);
     }
-    let members: BTreeMap<u64, String> = nodes
-        .iter()
-        .map(|n| (n.id(), n.raft_addr().to_owned()))
-        .collect();
-    nodes[0].initialize(members).await.unwrap();
-    for node in &nodes {
-        node.wait_for_leader(Duration::from_secs(10)).await.unwrap();
-    }
+    form_group(&nodes).await;
     let leader = leader_index(&nodes);
     let term_before = term(&nodes[leader]);
     // Each call the leader makes now arrives after 60 ms and is answered after 120 ms or

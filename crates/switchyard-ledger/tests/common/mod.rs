@@ -48,15 +48,21 @@ pub async fn cluster(n: u64, dir: &TempDir) -> Vec<LedgerNode> {
     for id in 1..=n {
         nodes.push(start(id, dir, "127.0.0.1:0", Arc::new(SystemClock)).await);
     }
+    form_group(&nodes).await;
+    nodes
+}
+
+/// Makes started `nodes` one group, all voters, initialized through the first; waits until
+/// every node knows a leader.
+pub async fn form_group(nodes: &[LedgerNode]) {
     let members: BTreeMap<u64, String> = nodes
         .iter()
         .map(|n| (n.id(), n.raft_addr().to_owned()))
         .collect();
     nodes[0].initialize(members).await.unwrap();
-    for node in &nodes {
+    for node in nodes {
         node.wait_for_leader(Duration::from_secs(10)).await.unwrap();
     }
-    nodes
 }
 
 pub fn leader_index(nodes: &[LedgerNode]) -> usize {
