@@ -19,19 +19,7 @@ async fn cluster_view(base: &str) -> Option<serde_json::Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_killed_under_load_costs_no_client_a_refusal() {
-    let body = format!(
-        r#"
-[admission.gates]
-soft_limit = 1.0
-hard_limit = 1.0
-
-[[admission.tenants]]
-api_key = "{TENANT_KEY}"
-caller = "acme"
-max_priority = "P1"
-tokens_per_day = 100000000
-"#
-    );
+    let body = far_from_spent_tenant(TENANT_KEY);
     let mut group = ReplicaGroup::start((3, 60), "failover-test-cluster-secret", &body).await;
     let bases = group.bases.clone();
     let nodes = &mut group.nodes;

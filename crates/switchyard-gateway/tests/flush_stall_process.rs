@@ -116,19 +116,7 @@ struct Run {
 
 /// Forms the group, loads it through every replica, and runs the episodes with `stall_ms`.
 async fn run_episodes(stall_ms: u64) -> Run {
-    let body = format!(
-        r#"
-[admission.gates]
-soft_limit = 1.0
-hard_limit = 1.0
-
-[[admission.tenants]]
-api_key = "{TENANT_KEY}"
-caller = "acme"
-max_priority = "P1"
-tokens_per_day = 100000000
-"#
-    );
+    let body = far_from_spent_tenant(TENANT_KEY);
     let group = ReplicaGroup::start_env(
         (3, 60),
         "flush-stall-test-cluster-secret",

@@ -24,6 +24,24 @@ pub async fn ask_chat(base: &str, key: &str) -> (u16, String) {
     (reply.status.as_u16(), code)
 }
 
+/// Config of one tenant (`acme`, priority up to P1) whose daily budget (100M tokens) a test
+/// never gets near, with graded shedding off: every refusal is then the ledger's doing.
+pub fn far_from_spent_tenant(key: &str) -> String {
+    format!(
+        r#"
+[admission.gates]
+soft_limit = 1.0
+hard_limit = 1.0
+
+[[admission.tenants]]
+api_key = "{key}"
+caller = "acme"
+max_priority = "P1"
+tokens_per_day = 100000000
+"#
+    )
+}
+
 type ClientResult = (BTreeMap<String, u64>, Duration);
 
 /// Clients sending `ask_chat` in a loop, each pausing `pause` between requests.
