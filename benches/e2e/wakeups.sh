@@ -4,8 +4,10 @@
 # gateway thread, the context switches (voluntary: the thread blocked or parked; involuntary:
 # the kernel preempted it) and CPU time over the run, read from /proc/<pid>/task/*/ before and
 # after, divided by the requests wrk completed. Then, unless STRACE=0, a shorter run under
-# `strace -c -f` for the system calls per request. These counts, unlike latency, barely move
-# with what else the machine runs, so two builds or settings can be compared on a busy machine.
+# `strace -c -f` for the system calls per request. The system calls per request move little
+# with what else the machine runs; the context switches do (a worker that runs dry parks, so
+# the switches per request depend on how busy the process is): compare builds or settings in
+# one run, and repeat it.
 #
 # Usage:  bash benches/e2e/wakeups.sh BINARY [BINARY...]
 #   (each BINARY a `switchyard` executable, optionally prefixed with environment assignments:
