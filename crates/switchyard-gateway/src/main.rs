@@ -31,6 +31,11 @@ struct Cli {
         default_value = "text"
     )]
     log_format: switchyard_gateway::logging::LogFormat,
+    /// Threads running the request path (default: one per CPU the process may run on).
+    /// Where the gateway shares few cores with other busy processes, fewer threads wake
+    /// each other less (benches/RESULTS.md, wake-ups per request).
+    #[arg(long, global = true, env = "SWITCHYARD_WORKER_THREADS")]
+    worker_threads: Option<std::num::NonZeroUsize>,
     #[command(flatten)]
     otlp: OtlpArgs,
 }
@@ -229,10 +234,14 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let exporter = cli.otlp.exporter()?;
     switchyard_gateway::logging::init(cli.log_format, exporter.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    // Unset: tokio's default, one worker per CPU the process may run on (or
+    // `TOKIO_WORKER_THREADS`).
+    if let Some(threads) = cli.worker_threads {
+        builder.worker_threads(threads.get());
+    }
+    let runtime = builder.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => {

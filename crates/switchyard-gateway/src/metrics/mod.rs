@@ -10,9 +10,14 @@ use switchyard_router::RoutingStats;
 use switchyard_workers::WorkerDirectory;
 
 pub mod degradation;
+mod handles;
 mod routing;
 
+pub use handles::Lazy;
 use routing::RoutingMetrics;
+
+/// The number of `Route`s, for the per-route handles.
+pub const ROUTES: usize = 9;
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0,
@@ -23,6 +28,9 @@ pub struct Metrics {
     pub requests: IntCounterVec,
     pub request_duration: HistogramVec,
     pub ttft: HistogramVec,
+    /// `request_duration` and `ttft` by route (index: `Route as usize`).
+    pub request_duration_by_route: Lazy<HistogramVec, ROUTES>,
+    pub ttft_by_route: Lazy<HistogramVec, ROUTES>,
     pub in_flight: IntGauge,
     pub worker_in_flight: IntGaugeVec,
     pub workers_registered: IntGauge,
@@ -30,9 +38,13 @@ pub struct Metrics {
     pub upstream_errors: IntCounterVec,
     pub client_disconnects: IntCounterVec,
     pub upstream_attempts: IntCounterVec,
+    /// `upstream_attempts` by kind: 0 `first`, 1 `retry`.
+    pub upstream_attempts_by_kind: Lazy<IntCounterVec, 2>,
     pub retries_denied: IntCounterVec,
     /// Attempts by how their first byte went: in_time, deadline, rescued.
     pub first_byte: IntCounterVec,
+    /// `first_byte{outcome="in_time"}`.
+    pub first_byte_in_time: prometheus::IntCounter,
     pub retry_amplification: prometheus::Gauge,
     routing: RoutingMetrics,
     pub workers_filtered: IntCounterVec,
@@ -139,6 +151,7 @@ impl Metrics {
         for outcome in ["in_time", "deadline", "rescued"] {
             first_byte.with_label_values(&[outcome]);
         }
+        let first_byte_in_time = first_byte.with_label_values(&["in_time"]);
         registry.register(Box::new(first_byte.clone()))?;
         registry.register(Box::new(retry_amplification.clone()))?;
         let worker_load_cv = prometheus::Gauge::new(
@@ -204,6 +217,8 @@ impl Metrics {
         Ok(Self {
             registry,
             requests,
+            request_duration_by_route: Lazy::new(request_duration.clone()),
+            ttft_by_route: Lazy::new(ttft.clone()),
             request_duration,
             ttft,
             in_flight,
@@ -212,8 +227,10 @@ impl Metrics {
             routing_decisions,
             upstream_errors,
             client_disconnects,
+            upstream_attempts_by_kind: Lazy::new(upstream_attempts.clone()),
             upstream_attempts,
             retries_denied,
+            first_byte_in_time,
             first_byte,
             retry_amplification,
             routing,
@@ -284,6 +301,12 @@ fn coefficient_of_variation(values: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::coefficient_of_variation;
+
+    #[test]
+    fn every_route_has_its_own_handle() {
+        use crate::openai::Route;
+        assert_eq!(Route::Passthrough as usize + 1, super::ROUTES);
+    }
 
     #[test]
     fn cv_is_zero_when_even_and_grows_with_spread() {

@@ -145,8 +145,8 @@ impl MeteredBody {
             if let Some(meter) = &self.meter {
                 meter
                     .metrics
-                    .ttft
-                    .with_label_values(&[meter.route.label()])
+                    .ttft_by_route
+                    .get(meter.route as usize, meter.route.label())
                     .observe(meter.started.elapsed().as_secs_f64());
             }
         }
@@ -223,8 +223,8 @@ impl MeteredBody {
             self.report_stream(&meter, failed);
             meter
                 .metrics
-                .request_duration
-                .with_label_values(&[meter.route.label()])
+                .request_duration_by_route
+                .get(meter.route as usize, meter.route.label())
                 .observe(meter.started.elapsed().as_secs_f64());
             let mut tokens = None;
             if let Some(mut permit) = meter.permit.take() {

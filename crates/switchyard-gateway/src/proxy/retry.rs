@@ -72,10 +72,8 @@ pub(super) async fn send_with_retries(
         } else {
             tags.purpose
         };
-        metrics
-            .upstream_attempts
-            .with_label_values(&[if is_retry { "retry" } else { "first" }])
-            .inc();
+        let (kind, label) = if is_retry { (1, "retry") } else { (0, "first") };
+        metrics.upstream_attempts_by_kind.get(kind, label).inc();
         tracing::debug!(
             worker = worker.name(),
             branch = decision.branch,
@@ -123,7 +121,7 @@ pub(super) async fn send_with_retries(
         .instrument(span.clone());
         let failure = match attempt.await {
             Ok(mut response) => {
-                metrics.first_byte.with_label_values(&["in_time"]).inc();
+                metrics.first_byte_in_time.inc();
                 response.prompt_tokens = prompt_tokens;
                 return Ok(response);
             }
