@@ -63,8 +63,13 @@ pub struct CacheAwareConfig {
     /// running + queued when higher), for the first worker clockwise from the conversation
     /// carrying at most half as many. Set it to the engines' batch size (vLLM
     /// `max_num_seqs`): at that depth the turn would wait for a batch slot, which costs more
-    /// than re-reading its conversation. 0 (the default) never leaves on load alone.
+    /// than re-reading its conversation. 0 (the default): the learned batch size below.
     pub later_turn_escape_in_flight: u64,
+    /// With `later_turn_escape_in_flight` 0, the depth is each worker's batch size as its
+    /// engine showed it (the most requests it reported running while others waited for a
+    /// slot), once it has shown it: only workers whose engine reports gauges, and only after
+    /// their first queue. false: no escape on load alone unless a depth is set.
+    pub later_turn_escape_learned: bool,
     /// A chat conversation is placed within a group of workers planned for its system prompt,
     /// so each popular system prompt is cached on as few workers as its traffic needs rather
     /// than on all of them: every replica ranks the workers for the prompt alike (rendezvous
@@ -101,6 +106,7 @@ impl Default for CacheAwareConfig {
             opening_min_in_flight: 4,
             later_turn_escape_queued: 1,
             later_turn_escape_in_flight: 0,
+            later_turn_escape_learned: true,
             prompt_groups: true,
             prompt_group_load_factor: 1.0,
             prompt_group_min_bytes: 1024,

@@ -50,7 +50,7 @@ use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
 use branches::*;
 use conversation::Conversation;
-use escape::{ReportedLoads, busy_escape, escape};
+use escape::{LearnedBatches, ReportedLoads, later_turn_escape};
 use group_shares::GroupShares;
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
@@ -72,6 +72,7 @@ struct AffinityState {
     recent: RecentLoad,
     groups: GroupShares,
     plan: GroupPlan,
+    batches: LearnedBatches,
 }
 
 pub struct CacheAwarePolicy {
@@ -148,6 +149,7 @@ impl CacheAwarePolicy {
                 recent: RecentLoad::new(half_life),
                 groups: GroupShares::with_defaults(),
                 plan: GroupPlan::default(),
+                batches: LearnedBatches::default(),
             }),
             least_loaded: LeastLoaded::default(),
             clock,
@@ -269,7 +271,9 @@ impl RoutingPolicy for CacheAwarePolicy {
             recent,
             groups,
             plan,
+            batches,
         } = &mut *state;
+        batches.observe(candidates);
         let share = recent.bound(
             candidates,
             ring.members().iter().map(|member| member.id),
@@ -385,26 +389,15 @@ impl RoutingPolicy for CacheAwarePolicy {
                     | PlacementKind::Group,
                 ),
                 Some(key),
-            ) if sticky => escape(
+            ) if sticky => later_turn_escape(
                 &ring,
                 &loads,
                 &reported,
                 key.hash,
                 *home,
-                self.config.later_turn_escape_queued,
-            )
-            .map(Choice::Escaped)
-            .or_else(|| {
-                busy_escape(
-                    &ring,
-                    &loads,
-                    &reported,
-                    key.hash,
-                    *home,
-                    self.config.later_turn_escape_in_flight,
-                )
-                .map(Choice::Relieved)
-            }),
+                &self.config,
+                batches,
+            ),
             _ => None,
         };
         let choice = escaped.unwrap_or(choice);
@@ -481,6 +474,7 @@ impl RoutingPolicy for CacheAwarePolicy {
         state.tree.remove_worker(id);
         state.overrides.forget_worker(id);
         state.recent.forget(id);
+        state.batches.forget(id);
     }
 
     fn apply_affinity(&self, event: &AffinityEvent) -> AffinityApplied {
