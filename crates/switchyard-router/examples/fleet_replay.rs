@@ -174,6 +174,10 @@ fn main() -> Result<(), String> {
     let mut conversation_of: HashMap<(String, String), usize> = HashMap::new();
     let mut last_worker: Vec<usize> = Vec::new();
     let mut workers_used: Vec<Vec<usize>> = Vec::new();
+    // Replicas that served a turn of each conversation, and later turns that left their
+    // worker on a replica that had never seen the conversation.
+    let mut replicas_seen: Vec<Vec<usize>> = Vec::new();
+    let mut left_home_unseen = 0u64;
     let (mut prompt_tokens, mut cached_tokens) = (0u64, 0u64);
     let (mut later_turns, mut left_home, mut evicted_tokens) = (0u64, 0u64, 0u64);
     let mut served = vec![0u64; max_workers];
@@ -242,6 +246,7 @@ fn main() -> Result<(), String> {
             started_at.push(index);
             last_worker.push(usize::MAX);
             workers_used.push(Vec::new());
+            replicas_seen.push(Vec::new());
             previous_blocks.push(0);
         }
         let prompt = flatten(&planned.messages);
@@ -337,6 +342,7 @@ fn main() -> Result<(), String> {
             later_turns += 1;
             if last_worker[conversation] != worker {
                 left_home += 1;
+                left_home_unseen += u64::from(!replicas_seen[conversation].contains(&r));
                 if std::env::var_os("FLEET_REPLAY_DEBUG").is_some() {
                     eprintln!(
                         "moved conv {conversation} at {index} by replica {r}: {} -> {worker} via {}",
@@ -350,6 +356,9 @@ fn main() -> Result<(), String> {
         }
         previous_blocks[conversation] = blocks.computed.len();
         last_worker[conversation] = worker;
+        if !replicas_seen[conversation].contains(&r) {
+            replicas_seen[conversation].push(r);
+        }
         if !workers_used[conversation].contains(&worker) {
             workers_used[conversation].push(worker);
         }
@@ -397,6 +406,7 @@ fn main() -> Result<(), String> {
         "split_conversations": split as f64 / last_worker.len().max(1) as f64,
         "split_by_start_decile": split_by_start_decile,
         "later_turns_off_previous_worker": left_home as f64 / later_turns.max(1) as f64,
+        "later_turns_off_on_unseen_replica": left_home_unseen as f64 / later_turns.max(1) as f64,
         "tokens_evicted_on_same_worker_share": evicted_tokens as f64 / prompt_tokens.max(1) as f64,
         "event": options.event,
         "moved_share": if moved_checked > 0 { Some(moved as f64 / moved_checked as f64) } else { None },

@@ -64,6 +64,13 @@ impl LoadBound {
         }
     }
 
+    /// The same bound, but never below `min` requests.
+    pub(crate) fn at_least(self, min: u64) -> Self {
+        Self {
+            capacity: self.capacity.max(min),
+        }
+    }
+
     pub(crate) fn accepts(self, in_flight: u64) -> bool {
         in_flight < self.capacity
     }

@@ -46,6 +46,13 @@ pub struct CacheAwareConfig {
     /// ring for turns they never saw placed, so a move made on one replica's private load view
     /// splits the conversation; the ring alone already spreads many conversations evenly.
     pub opening_load_factor: f64,
+    /// A first turn never skips a worker that has fewer than this many of this replica's
+    /// requests in flight, whatever `opening_load_factor` says. A replica fed 1/N of the
+    /// traffic sees 1/N of every worker's load, where one or two requests over the mean are
+    /// noise, not a hot worker; and a first turn moved on that noise splits its conversation
+    /// from the replicas that never hear of the move (they send its later turns to the
+    /// conversation's own worker).
+    pub opening_min_in_flight: u64,
     /// A later chat turn leaves its conversation's worker while that worker's engine reports
     /// at least this many requests waiting for a batch slot (its scraped load gauges, the
     /// same on every replica), for the first worker clockwise from the conversation that
@@ -56,13 +63,19 @@ pub struct CacheAwareConfig {
     /// running + queued when higher), for the first worker clockwise from the conversation
     /// carrying at most half as many. Set it to the engines' batch size (vLLM
     /// `max_num_seqs`): at that depth the turn would wait for a batch slot, which costs more
-    /// than re-reading its conversation. 0 (the default) never leaves on load alone.
+    /// than re-reading its conversation. 0 (the default): the learned batch size below.
     pub later_turn_escape_in_flight: u64,
+    /// With `later_turn_escape_in_flight` 0, the depth is each worker's batch size as its
+    /// engine showed it (the most requests it reported running while others waited for a
+    /// slot), once it has shown it: only workers whose engine reports gauges, and only after
+    /// their first queue. false: no escape on load alone unless a depth is set.
+    pub later_turn_escape_learned: bool,
     /// A chat conversation is placed within a group of workers planned for its system prompt,
     /// so each popular system prompt is cached on as few workers as its traffic needs rather
     /// than on all of them: every replica ranks the workers for the prompt alike (rendezvous
-    /// on the prompt), the prompts, busiest first by their share of this replica's recent
-    /// requests, fill their ranked workers up to an even share each, and a conversation draws
+    /// on the prompt), the prompts, least busy first by their share of the recent turns (the
+    /// fleet's turns of every conversation this replica saw, read from the histories), fill
+    /// their ranked workers up to an even share each, and a conversation draws
     /// one of its prompt's workers by weighted rendezvous, the same on every replica and at
     /// every turn. Off: conversations spread over the whole ring by their opening.
     pub prompt_groups: bool,
@@ -90,8 +103,10 @@ impl Default for CacheAwareConfig {
             max_placement_overrides: 65_536,
             anonymous_conversations: true,
             opening_load_factor: 2.0,
+            opening_min_in_flight: 4,
             later_turn_escape_queued: 1,
             later_turn_escape_in_flight: 0,
+            later_turn_escape_learned: true,
             prompt_groups: true,
             prompt_group_load_factor: 1.0,
             prompt_group_min_bytes: 1024,

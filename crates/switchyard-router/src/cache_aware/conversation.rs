@@ -53,6 +53,11 @@ pub(super) fn system_part(prompt: &str) -> Option<&str> {
     Some(&prompt[..user]).filter(|system| !system.is_empty())
 }
 
+/// The turns a conversation has sent so far, wherever they went: its history's user messages.
+pub(super) fn turns(prompt: &str) -> u32 {
+    u32::try_from(prompt.matches(USER_TURN_MARKER).count()).unwrap_or(u32::MAX)
+}
+
 /// The prompt up to the end of its first user message.
 fn opening(prompt: &str) -> Option<&str> {
     let user = prompt.find(USER_TURN_MARKER)?;
@@ -95,6 +100,12 @@ mod tests {
         assert_eq!(opening(prompt), Some("<|user|>line one\nline two\n"));
         assert!(!Conversation::of(prompt, 1).unwrap().first_turn);
         assert_eq!(Conversation::of("Summarise: <|sys|> text", 1), None);
+    }
+
+    #[test]
+    fn a_conversations_turns_are_its_user_messages() {
+        assert_eq!((turns(TURN_1), turns(TURN_2)), (1, 2));
+        assert_eq!(turns("no chat at all"), 0);
     }
 
     #[test]

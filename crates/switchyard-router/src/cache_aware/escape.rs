@@ -14,12 +14,50 @@
 //! replica's own in-flight count (exact when one replica feeds the fleet), or the engine's
 //! reported running + queued when that is higher (every replica's requests, a scrape ago):
 //! at a configured depth (the engine's batch size: the next request would wait for a slot)
-//! the turn goes to the first worker clockwise carrying at most half that load.
+//! the turn goes to the first worker clockwise carrying at most half that load. Engines that
+//! report gauges show their batch size themselves: the most requests one reported running
+//! while others waited is its batch, so where no depth is configured that learned one applies.
 
+use super::{CacheAwareConfig, Choice};
 use crate::load::CandidateLoads;
 use crate::policy::{Candidate, ReportedLoad};
 use crate::ring::Ring;
+use std::collections::HashMap;
 use switchyard_core::WorkerId;
+
+/// Each worker's batch size as its engine showed it: the most requests it reported running
+/// while requests waited for a slot (the same figure on every replica scraping it).
+#[derive(Debug, Default)]
+pub(super) struct LearnedBatches {
+    by_worker: HashMap<WorkerId, u64>,
+}
+
+impl LearnedBatches {
+    pub(super) fn observe(&mut self, candidates: &[Candidate]) {
+        for candidate in candidates {
+            let Some(load) = candidate.reported else {
+                continue;
+            };
+            if load.queued > 0 && load.running > 0 {
+                let batch = self.by_worker.entry(candidate.id).or_insert(0);
+                *batch = (*batch).max(load.running);
+            }
+        }
+    }
+
+    /// The busy escape's depth for `worker`: `configured` when set, else its learned batch
+    /// if `learn`, else 0 (off).
+    pub(super) fn depth(&self, worker: WorkerId, configured: u64, learn: bool) -> u64 {
+        match configured {
+            0 if learn => self.by_worker.get(&worker).copied().unwrap_or(0),
+            depth => depth,
+        }
+    }
+
+    pub(super) fn forget(&mut self, worker: WorkerId) {
+        self.by_worker.remove(&worker);
+    }
+}
 
 /// The candidates' reported load gauges indexed by ring member (None: not a candidate, or it
 /// reports none).
@@ -59,7 +97,7 @@ impl ReportedLoads {
 /// Where a later turn of the conversation at ring position `key` goes instead of `home`, or
 /// None when it stays: `home` reports fewer than `min_queued` requests waiting (0 disables the
 /// escape), reports nothing, or no candidate reports an empty queue and less load than it.
-pub(super) fn escape(
+fn escape(
     ring: &Ring,
     loads: &CandidateLoads,
     reported: &ReportedLoads,
@@ -90,7 +128,7 @@ pub(super) fn escape(
 /// in-flight count or the engine's reported running + queued, whichever is higher), or None
 /// when it stays: below that load, `min_load` 0 (off), or no candidate carries at most half
 /// of `home`'s load.
-pub(super) fn busy_escape(
+fn busy_escape(
     ring: &Ring,
     loads: &CandidateLoads,
     reported: &ReportedLoads,
@@ -113,4 +151,27 @@ pub(super) fn busy_escape(
                 .is_some_and(|load| load.saturating_mul(2) <= home_load)
     })?;
     Some(ring.member(placed.member)?.id)
+}
+
+/// Where a later turn of the conversation at ring position `key` goes instead of `home`, by
+/// either escape (the reported queue first), as the choice to make; None when it stays.
+pub(super) fn later_turn_escape(
+    ring: &Ring,
+    loads: &CandidateLoads,
+    reported: &ReportedLoads,
+    key: u64,
+    home: WorkerId,
+    config: &CacheAwareConfig,
+    batches: &LearnedBatches,
+) -> Option<Choice> {
+    let queued = config.later_turn_escape_queued;
+    if let Some(worker) = escape(ring, loads, reported, key, home, queued) {
+        return Some(Choice::Escaped(worker));
+    }
+    let depth = batches.depth(
+        home,
+        config.later_turn_escape_in_flight,
+        config.later_turn_escape_learned,
+    );
+    busy_escape(ring, loads, reported, key, home, depth).map(Choice::Relieved)
 }

@@ -13,6 +13,7 @@ mod branches;
 mod config;
 mod conversation;
 mod escape;
+mod group_shares;
 mod matching;
 mod placement;
 mod prompt_group;
@@ -49,13 +50,12 @@ use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
 use branches::*;
 use conversation::Conversation;
-use escape::{ReportedLoads, busy_escape, escape};
+use escape::{LearnedBatches, ReportedLoads, later_turn_escape};
+use group_shares::GroupShares;
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{Grouping, PlacementKind, PlacementOverrides};
-use prompt_group::{
-    GROUP_PLAN_EVERY, GROUP_SHARE_HALF_LIFE, GroupPlan, GroupShares, MAX_TRACKED_PROMPTS,
-};
+use prompt_group::{GROUP_PLAN_EVERY, GroupPlan};
 use recent::{RecentLoad, ShareBound};
 use std::fmt;
 use std::sync::Arc;
@@ -72,6 +72,7 @@ struct AffinityState {
     recent: RecentLoad,
     groups: GroupShares,
     plan: GroupPlan,
+    batches: LearnedBatches,
 }
 
 pub struct CacheAwarePolicy {
@@ -146,8 +147,9 @@ impl CacheAwarePolicy {
                 tree: PrefixTree::new(max_tree_bytes),
                 overrides: PlacementOverrides::new(max_overrides),
                 recent: RecentLoad::new(half_life),
-                groups: GroupShares::new(GROUP_SHARE_HALF_LIFE, MAX_TRACKED_PROMPTS),
+                groups: GroupShares::with_defaults(),
                 plan: GroupPlan::default(),
+                batches: LearnedBatches::default(),
             }),
             least_loaded: LeastLoaded::default(),
             clock,
@@ -244,6 +246,7 @@ impl RoutingPolicy for CacheAwarePolicy {
         // Everything that allocates is built before locking.
         let ring = self.membership.ring();
         let ranking = group.map(|group| prompt_group::ranking(&ring, group));
+        let turn = group.map_or(0, |_| conversation::turns(prompt));
         let view = CandidateView::new(candidates);
         let loads = CandidateLoads::new(&ring, candidates);
         let reported = ReportedLoads::new(&ring, candidates);
@@ -251,7 +254,8 @@ impl RoutingPolicy for CacheAwarePolicy {
         // A conversation's opening is bounded loosely and by in-flight counts alone: a replica
         // that never sees the opening sends the later turns to the ring owner, so every
         // deviation made on private load signals risks splitting the conversation.
-        let opening_bound = LoadBound::new(candidates, self.config.opening_load_factor);
+        let opening_bound = LoadBound::new(candidates, self.config.opening_load_factor)
+            .at_least(self.config.opening_min_in_flight);
         let imbalanced = is_imbalanced(
             candidates,
             self.config.balance_abs_threshold,
@@ -267,7 +271,9 @@ impl RoutingPolicy for CacheAwarePolicy {
             recent,
             groups,
             plan,
+            batches,
         } = &mut *state;
+        batches.observe(candidates);
         let share = recent.bound(
             candidates,
             ring.members().iter().map(|member| member.id),
@@ -275,9 +281,9 @@ impl RoutingPolicy for CacheAwarePolicy {
             now,
             share_buffer,
         );
-        let grouping = match (group, ranking) {
-            (Some(group), Some(ranking)) => {
-                groups.record(group, now);
+        let grouping = match (group, ranking, conversation) {
+            (Some(group), Some(ranking), Some(conversation)) => {
+                groups.observe(group, conversation.key, turn, now);
                 plan.refresh(
                     &ring,
                     groups,
@@ -383,26 +389,15 @@ impl RoutingPolicy for CacheAwarePolicy {
                     | PlacementKind::Group,
                 ),
                 Some(key),
-            ) if sticky => escape(
+            ) if sticky => later_turn_escape(
                 &ring,
                 &loads,
                 &reported,
                 key.hash,
                 *home,
-                self.config.later_turn_escape_queued,
-            )
-            .map(Choice::Escaped)
-            .or_else(|| {
-                busy_escape(
-                    &ring,
-                    &loads,
-                    &reported,
-                    key.hash,
-                    *home,
-                    self.config.later_turn_escape_in_flight,
-                )
-                .map(Choice::Relieved)
-            }),
+                &self.config,
+                batches,
+            ),
             _ => None,
         };
         let choice = escaped.unwrap_or(choice);
@@ -479,6 +474,7 @@ impl RoutingPolicy for CacheAwarePolicy {
         state.tree.remove_worker(id);
         state.overrides.forget_worker(id);
         state.recent.forget(id);
+        state.batches.forget(id);
     }
 
     fn apply_affinity(&self, event: &AffinityEvent) -> AffinityApplied {

@@ -12,6 +12,7 @@
 //! group that gains or loses a worker moves only the conversations that worker takes or had.
 //! Only a first turn looks at load: past a bound it walks on down the prompt's ranking.
 
+use super::group_shares::GroupShares;
 use crate::hash::{PrehashedKey, stable_hash_seeded};
 use crate::load::CandidateLoads;
 use crate::ring::Ring;
@@ -21,18 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::WorkerId;
 
-/// Rescale once a fresh request would weigh 2^this (as `recent::RecentLoad`).
-const RESCALE_EXPONENT: f64 = 64.0;
-
-/// System prompts whose traffic share is tracked for their group's width; the rarest go first.
-pub(super) const MAX_TRACKED_PROMPTS: usize = 4096;
 /// How often the system prompts' worker groups are re-planned from their traffic shares:
 /// rarely enough that a conversation's turns meet the same plan, often enough to follow a
 /// prompt whose traffic grows.
 pub(super) const GROUP_PLAN_EVERY: Duration = Duration::from_secs(1);
-/// Half-life of the system prompts' traffic shares: long against a conversation's lifetime,
-/// so the plan its turns meet stays the same, and so replicas' estimates agree.
-pub(super) const GROUP_SHARE_HALF_LIFE: Duration = Duration::from_secs(120);
 
 /// Where a conversation's turn goes by its system prompt's group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,79 +35,6 @@ pub(super) enum GroupPlacement {
     /// The preferred worker was over the bound (a first turn): another group worker, or the
     /// next worker in the prompt's ranking. A deviation to announce.
     Spilled,
-}
-
-/// Each system prompt's decayed share of this replica's requests. Requests reach replicas at
-/// random, so every replica's shares estimate the same fleet-wide figure.
-#[derive(Debug)]
-pub(super) struct GroupShares {
-    half_life_secs: f64,
-    origin_secs: f64,
-    capacity: usize,
-    scaled: HashMap<u64, f64, BuildHasherDefault<PrehashedKey>>,
-    total: f64,
-}
-
-impl GroupShares {
-    pub(super) fn new(half_life: Duration, capacity: usize) -> Self {
-        Self {
-            half_life_secs: half_life.as_secs_f64().max(f64::MIN_POSITIVE),
-            origin_secs: 0.0,
-            capacity: capacity.max(1),
-            scaled: HashMap::default(),
-            total: 0.0,
-        }
-    }
-
-    fn weight(&mut self, now: Duration) -> f64 {
-        let exponent = ((now.as_secs_f64() - self.origin_secs) / self.half_life_secs).max(0.0);
-        if exponent < RESCALE_EXPONENT {
-            return exponent.exp2();
-        }
-        let shrink = (-exponent).exp2();
-        self.scaled.retain(|_, count| {
-            *count *= shrink;
-            *count > 1e-12
-        });
-        self.total = self.scaled.values().sum();
-        self.origin_secs = now.as_secs_f64();
-        1.0
-    }
-
-    /// Counts one request of system prompt `group` at `now`.
-    pub(super) fn record(&mut self, group: u64, now: Duration) {
-        let weight = self.weight(now);
-        *self.scaled.entry(group).or_insert(0.0) += weight;
-        self.total += weight;
-        if self.scaled.len() > self.capacity {
-            // The least used prompt goes: a prompt that rare needs no more than one worker.
-            let rarest = self
-                .scaled
-                .iter()
-                .filter(|&(&key, _)| key != group)
-                .min_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(&key, &count)| (key, count));
-            if let Some((key, count)) = rarest {
-                self.scaled.remove(&key);
-                self.total -= count;
-            }
-        }
-    }
-
-    /// `group`'s share of the recent requests (0 when unseen).
-    pub(super) fn share(&self, group: u64) -> f64 {
-        if self.total <= 0.0 {
-            return 0.0;
-        }
-        self.scaled
-            .get(&group)
-            .map_or(0.0, |count| count / self.total)
-    }
-
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.scaled.len()
-    }
 }
 
 /// Each tracked system prompt's workers and the part of its traffic each takes, in units of a
@@ -174,9 +94,8 @@ impl GroupPlan {
             units.max(1.0)
         };
         let mut prompts: Vec<(f64, u64)> = shares
-            .scaled
-            .keys()
-            .map(|&group| (units_of(group), group))
+            .groups()
+            .map(|group| (units_of(group), group))
             .collect();
         prompts.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         prompts.truncate(MAX_PLANNED_PROMPTS);
@@ -336,29 +255,9 @@ mod tests {
     }
 
     #[test]
-    fn shares_decay_and_the_rarest_prompt_is_forgotten_first() {
-        let mut shares = GroupShares::new(Duration::from_secs(1), 2);
-        for _ in 0..3 {
-            shares.record(1, Duration::ZERO);
-        }
-        shares.record(2, Duration::ZERO);
-        assert!((shares.share(1) - 0.75).abs() < 1e-9);
-        // Four half-lives on, prompt 2's fresh requests outweigh prompt 1's old ones.
-        for _ in 0..3 {
-            shares.record(2, Duration::from_secs(4));
-        }
-        assert!(shares.share(2) > 0.9, "{}", shares.share(2));
-        shares.record(3, Duration::from_secs(4));
-        assert_eq!(shares.len(), 2);
-        assert_eq!(shares.share(1), 0.0, "the rarest went");
-        let total: f64 = [2, 3].iter().map(|&g| shares.share(g)).sum();
-        assert!((total - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
     fn the_plan_fills_each_prompt_over_as_few_workers_as_its_share_needs() {
         let ring = Arc::new(ring(4));
-        let mut shares = GroupShares::new(Duration::from_secs(60), 16);
+        let mut shares = GroupShares::new(Duration::from_secs(60), 16, 16);
         // 75 %, 15 %, 10 %: 12, 2 and 2 quarter-worker units of 16.
         for (group, count) in [(1u64, 75), (2, 15), (3, 10)] {
             for _ in 0..count {

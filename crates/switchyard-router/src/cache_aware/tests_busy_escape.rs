@@ -215,3 +215,46 @@ fn off_by_default_and_never_for_a_first_turn() {
     assert_eq!(first.branch, LOAD_MOVE);
     assert_eq!(policy.stats().load_moves, 0);
 }
+
+#[test]
+fn with_no_depth_set_the_batch_an_engine_showed_is_the_depth() {
+    for learn in [true, false] {
+        let config = CacheAwareConfig {
+            later_turn_escape_learned: learn,
+            ..Default::default()
+        };
+        let policy = replica_with(0, Arc::new(DiscardAffinity), config);
+        let home = open(&policy, 9);
+        // This replica's in-flight count on home, and home's gauges (running, queued); every
+        // other worker 1 in flight, 1 running, none queued.
+        let view = |hot: u64, gauge: (u64, u64)| -> Vec<Candidate> {
+            let loads: Vec<WorkerLoad<'_>> = NAMES
+                .iter()
+                .map(|&name| match name == home {
+                    true => (name, hot, Some(gauge)),
+                    false => (name, 1, Some((1, 0))),
+                })
+                .collect();
+            loaded(&policy, &loads)
+        };
+        let turn = |turns: usize, view: &[Candidate]| {
+            let decision = policy.select(&anonymous(&chat(9, turns)), view).unwrap();
+            (name(&policy, &decision), decision.branch)
+        };
+        // Nothing learned yet: a turn stays however busy its worker is.
+        assert_eq!(turn(2, &view(12, (12, 0))), (home.clone(), PREFIX_HIT));
+        // Another conversation's opening meets home showing its batch: 6 running, 2 waiting.
+        policy
+            .select(&anonymous(&chat(10, 1)), &view(6, (6, 2)))
+            .unwrap();
+        // Below the learned batch the turn stays; at it, it leaves (if learning is on).
+        assert_eq!(turn(3, &view(5, (5, 0))), (home.clone(), PREFIX_HIT));
+        let (worker, branch) = turn(4, &view(6, (6, 0)));
+        if learn {
+            assert_eq!(branch, BUSY_ESCAPE);
+            assert_ne!(worker, home);
+        } else {
+            assert_eq!((worker, branch), (home, PREFIX_HIT));
+        }
+    }
+}

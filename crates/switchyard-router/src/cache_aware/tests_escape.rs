@@ -175,12 +175,14 @@ fn no_queue_no_gauges_a_first_turn_or_the_escape_off_never_move() {
         )
         .unwrap();
     assert_ne!(first.branch, LOAD_ESCAPE);
-    // Switched off: the saturated home keeps its later turns.
+    // Switched off (and the busy escape on the batch the gauges show): the saturated home
+    // keeps its later turns.
     let off = replica_with(
         0,
         Arc::new(DiscardAffinity),
         CacheAwareConfig {
             later_turn_escape_queued: 0,
+            later_turn_escape_learned: false,
             ..Default::default()
         },
     );

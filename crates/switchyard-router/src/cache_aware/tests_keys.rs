@@ -169,8 +169,13 @@ fn sessions_sharing_one_system_prompt_spread_over_the_fleet() {
 
 #[test]
 fn two_replicas_place_the_same_sessions_identically() {
-    let a = replica_with(0, Arc::new(DiscardAffinity), CacheAwareConfig::default());
-    let b = replica_with(100, Arc::new(DiscardAffinity), CacheAwareConfig::default());
+    // The first-turn bound at any count, so the loads below (0–2) move some openings.
+    let config = CacheAwareConfig {
+        opening_min_in_flight: 0,
+        ..Default::default()
+    };
+    let a = replica_with(0, Arc::new(DiscardAffinity), config.clone());
+    let b = replica_with(100, Arc::new(DiscardAffinity), config);
     let mut branches = std::collections::BTreeSet::new();
     for i in 0..300 {
         let busy: Vec<(&str, u64)> = (0u64..)
@@ -197,9 +202,10 @@ fn a_sessions_later_turns_stay_on_its_worker_and_its_next_conversation_is_placed
     let mut prompt = first_turn(7);
     let (home, branch) = route_session(&policy, session, &prompt, &idle_except(&policy, &[]));
     assert_eq!(branch, "hash_placement");
-    // Busier than placement would allow (cap = ceil(1.25 × 4 / 4) = 2) and far above its
-    // recent share: the conversation still follows its cache.
-    let home_busy = loads(&policy, &[(&home, 3)]);
+    // Busier than placement would allow (4 in flight: at the opening bound's floor, over
+    // ceil(2.0 × 5 / 4) = 3) and far above its recent share: the conversation still follows
+    // its cache.
+    let home_busy = loads(&policy, &[(&home, 4)]);
     for turn in 0..6 {
         prompt.push_str(&format!(
             "<|assistant|>answer {turn}\n<|user|>follow-up {turn}\n"
@@ -237,6 +243,7 @@ fn the_in_flight_bound_bites_at_low_counts() {
     // Conversation openings bounded as tightly as other keys (by default they are loose).
     let config = CacheAwareConfig {
         opening_load_factor: 1.25,
+        opening_min_in_flight: 0,
         ..without_share_bound()
     };
     let probe = replica_with(0, Arc::new(DiscardAffinity), config.clone());

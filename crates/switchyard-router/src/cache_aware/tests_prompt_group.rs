@@ -215,3 +215,31 @@ fn a_first_turn_over_the_load_bound_spills_down_the_ranking_and_is_announced() {
     }
     assert_eq!(spilled, 3);
 }
+
+#[test]
+fn a_first_turn_keeps_its_group_worker_below_the_bounds_floor() {
+    // Each first turn on a fresh replica with a settled plan, its group worker carrying
+    // `hot` of this replica's requests and the others none: the factor bound alone would
+    // refuse from 2 (⌈2.0 × (hot + 1) / 4⌉), the floor keeps it up to 3.
+    let decide = |n: usize, hot: u64| {
+        let (policy, clock) = replica(0, Arc::new(DiscardAffinity));
+        for m in 1000..1040 {
+            clock.advance(Duration::from_millis(50));
+            routed(&policy, &chat(0, m, 1), &idle_except(&policy, &[]));
+        }
+        let probe = replica(0, Arc::new(DiscardAffinity));
+        let (home, _) = routed(&probe.0, &chat(0, n, 1), &idle_except(&probe.0, &[]));
+        let view: Vec<(&str, u64)> = NAMES
+            .iter()
+            .map(|&name| (name, if name == home { hot } else { 0 }))
+            .collect();
+        let (worker, decision) = routed(&policy, &chat(0, n, 1), &fleet(&policy, &view));
+        (worker == home, decision.branch)
+    };
+    for n in 0..5 {
+        for hot in 2..=3 {
+            assert_eq!(decide(n, hot), (true, PROMPT_GROUP), "{n} at {hot}");
+        }
+        assert_eq!(decide(n, 4), (false, PROMPT_GROUP_SPILL), "{n} at 4");
+    }
+}
