@@ -178,13 +178,13 @@ impl LeaseKeeper {
         let sent_at = clock.now();
         let request = lease.prepare_renewal(self.core.id, demand, self.config.ttl, sent_at);
         let result = self.core.write(Command::AcquireLease(request)).await;
-        if result.is_ok() {
-            // A committed answer, granted or not: how long this node's renewals take now.
-            let answered = clock.now();
-            self.table
-                .renewal_latency()
-                .observe(answered.saturating_duration_since(sent_at), answered);
-        }
+        // How long this node's renewals take now: a committed answer (granted or not) or a
+        // write that timed out behind a stalled leader disk, which took at least as long as
+        // the next renewal may.
+        let answered = clock.now();
+        self.table
+            .renewal_latency()
+            .observe(answered.saturating_duration_since(sent_at), answered);
         let retry_at = clock.now() + self.config.ttl.mul_f64(self.config.renew_after_fraction);
         let outcome = match &result {
             Ok(CommandResponse::Lease(Ok(grant))) => {
