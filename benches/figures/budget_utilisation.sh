@@ -18,6 +18,7 @@
 #                 journal's syncs too: a shared disk slowed by other processes' writeback. A
 #                 build whose endpoint has no journal stall refuses that body; the log-only
 #                 stall is applied then and the run says so on stderr and in data/.../stall.txt.
+#                 STALL_NODES=leader stalls only the replica leading when the load starts.
 #   multi_region_leader_kill: multi_region, and the leader SIGKILLed at KILL_AT s and restarted
 #                 at RESTART_AT s.
 #   period_limits: two more tenants, one with a month limit of PERIOD_LIMIT tokens next to a
@@ -44,6 +45,7 @@ DELAY_MS="${DELAY_MS:-50}"
 PERIOD_LIMIT="${PERIOD_LIMIT:-60000}"
 STALL_MS="${STALL_MS:-150}"
 STALL_JOURNAL="${STALL_JOURNAL:-1}"
+STALL_NODES="${STALL_NODES:-all}"
 RAFT_TIMINGS="${RAFT_TIMINGS:-rtt}"
 BASE="${FIG_PORT_BASE:-24000}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)))
@@ -152,12 +154,13 @@ client() {
 
 # stall_disks CASE: every replica's flushes (and journal syncs) stall STALL_MS for DURATION s.
 stall_disks() {
-    local case_name="$1" i body log_only applied=()
+    local case_name="$1" i body log_only applied=() nodes=(0 1 2)
+    [[ "$STALL_NODES" == leader ]] && nodes=("$(leader_index)")
     local window=$((DURATION * 1000))
     body="{\"stall_ms\": $STALL_MS, \"for_ms\": $window}"
     log_only="$body"
     ((STALL_JOURNAL)) && body="{\"stall_ms\": $STALL_MS, \"for_ms\": $window, \"journal\": true}"
-    for i in 0 1 2; do
+    for i in "${nodes[@]}"; do
         if admin PUT "${GW_PORTS[$i]}" /admin/chaos/flush-stall -d "$body" >/dev/null 2>&1; then
             applied+=("node $((i + 1)): $body")
         else

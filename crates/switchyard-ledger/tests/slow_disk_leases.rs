@@ -6,7 +6,7 @@
 //! wait; one sized from the observed latencies does not. (A longer log stall is no test of
 //! leases: openraft flushes one append at a time, so at the test's write rate a queue of
 //! stalled flushes times the writes out and the ledger is unreachable.)
-//! Both runs are here: the second is what shows the first's check can fail.
+//! Both runs are here: the second (ignored, on demand) shows the first's check can fail.
 
 mod common;
 
@@ -148,7 +148,10 @@ async fn leases_sized_for_observed_latencies_keep_requests_off_the_wait_path() {
     );
 }
 
+/// The same stalls with leases sized for `spend_window` alone: shows the check above can
+/// fail. Run on demand (about 25 s more of the machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "shows the wait check fails without latency cover; run on demand"]
 async fn leases_sized_for_a_quiet_disk_make_requests_wait() {
     let (judged, waited, refused) = run(0.0).await;
     eprintln!("FIGURE sized for a quiet disk: {waited} of {judged} waited, {refused} refused");
