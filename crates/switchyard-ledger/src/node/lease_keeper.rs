@@ -178,13 +178,15 @@ impl LeaseKeeper {
         let sent_at = clock.now();
         let request = lease.prepare_renewal(self.core.id, demand, self.config.ttl, sent_at);
         let result = self.core.write(Command::AcquireLease(request)).await;
-        // How long this node's renewals take now: a committed answer (granted or not) or a
-        // write that timed out behind a stalled leader disk, which took at least as long as
-        // the next renewal may.
-        let answered = clock.now();
-        self.table
-            .renewal_latency()
-            .observe(answered.saturating_duration_since(sent_at), answered);
+        if result.is_ok() {
+            // A committed answer, granted or not: how long this node's renewals take now. A
+            // write that timed out says nothing about the next commit (an election, a lost
+            // leader) and would widen every later lease for the decay's whole half-life.
+            let answered = clock.now();
+            self.table
+                .renewal_latency()
+                .observe(answered.saturating_duration_since(sent_at), answered);
+        }
         let retry_at = clock.now() + self.config.ttl.mul_f64(self.config.renew_after_fraction);
         let outcome = match &result {
             Ok(CommandResponse::Lease(Ok(grant))) => {
@@ -304,12 +306,14 @@ pub(crate) fn sizing(
 ) -> Sizing {
     let window = config.spend_window.min(config.ttl).as_secs_f64();
     // A lease cannot spend past its local deadline (TTL less the safety margin), so asking
-    // for more time than that only strands tokens: the extra stops there.
+    // for more time than that only strands tokens; and a lease more than twice the spend
+    // window holds budget other replicas could use while the leader's disk is slow: the
+    // extra stops at the smaller of the two.
     let usable = config
         .ttl
         .saturating_sub(config.safety_margin)
         .as_secs_f64();
-    let most = (usable - window).max(0.0);
+    let most = (usable - window).max(0.0).min(window);
     let cover = |latency: Duration| (latency.as_secs_f64() * config.latency_cover).min(most);
     let renewal_cover = cover(renewal_latency);
     // Float to integer casts saturate (and NaN is 0): a misconfigured factor cannot panic.
@@ -362,10 +366,10 @@ mod tests {
         // Commits of 200 ms: 0.6 s more spend, renewed before 60 tokens are left.
         let slow = sizing(&config, 100.0, ms(200), Duration::ZERO);
         assert_eq!((slow.demand, slow.renew_cover), (390, 60));
-        // A pathological commit adds at most what the lease could spend before its local
-        // deadline (TTL 10 s less the 1 s margin, 7 s past the window).
+        // A pathological commit adds at most one more spend window (2 s; the TTL would
+        // allow 7 s past the window).
         let stuck = sizing(&config, 100.0, ms(5_000), Duration::ZERO);
-        assert_eq!((stuck.demand, stuck.renew_cover), (1_350, 700));
+        assert_eq!((stuck.demand, stuck.renew_cover), (600, 200));
     }
 
     #[test]
@@ -378,10 +382,7 @@ mod tests {
             "the journal does not size the lease"
         );
         let stuck = sizing(&config, 1_000.0, Duration::ZERO, ms(9_000));
-        assert_eq!(
-            stuck.journal_cover, 7_000,
-            "at most the usable TTL past the window"
-        );
+        assert_eq!(stuck.journal_cover, 2_000, "at most one spend window");
     }
 
     #[test]
