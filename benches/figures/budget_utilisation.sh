@@ -12,6 +12,15 @@
 #                 with [cluster.raft] timings for that round trip: heartbeat 3 x RTT,
 #                 elections 12-24 x RTT (RAFT_TIMINGS=default keeps the defaults, which
 #                 time every heartbeat out at this delay).
+#   multi_region_slow_disk: multi_region, and from the start of the load until its end every
+#                 replica's Raft log flushes sleep STALL_MS (150) before their fsync
+#                 (PUT /admin/chaos/flush-stall), and with STALL_JOURNAL=1 (default) its spend
+#                 journal's syncs too: a shared disk slowed by other processes' writeback. A
+#                 build whose endpoint has no journal stall refuses that body; the log-only
+#                 stall is applied then and the run says so on stderr and in data/.../stall.txt.
+#                 STALL_NODES=leader stalls only the replica leading when the load starts.
+#   multi_region_leader_kill: multi_region, and the leader SIGKILLed at KILL_AT s and restarted
+#                 at RESTART_AT s.
 #   period_limits: two more tenants, one with a month limit of PERIOD_LIMIT tokens next to a
 #                  far larger day limit, one with a purpose-scoped (business) day limit of
 #                  PERIOD_LIMIT; a client per tenant at RATE/2 req/s.
@@ -34,6 +43,9 @@ RESTART_AT="${RESTART_AT:-16}"
 CASES="${CASES:-no_faults leader_kill multi_region period_limits}"
 DELAY_MS="${DELAY_MS:-50}"
 PERIOD_LIMIT="${PERIOD_LIMIT:-60000}"
+STALL_MS="${STALL_MS:-150}"
+STALL_JOURNAL="${STALL_JOURNAL:-1}"
+STALL_NODES="${STALL_NODES:-all}"
 RAFT_TIMINGS="${RAFT_TIMINGS:-rtt}"
 BASE="${FIG_PORT_BASE:-24000}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)))
@@ -107,7 +119,7 @@ start_node() {
         --data-dir "$FIG_WORK/$case_name-node$((i + 1))")
     if ((i > 0)); then node+=(--join "127.0.0.1:${RAFT_PORTS[0]}"); fi
     local config="$CONFIG"
-    [[ "$case_name" == multi_region ]] && config="$REGION_CONFIG"
+    [[ "$case_name" == multi_region* ]] && config="$REGION_CONFIG"
     record env "${RECORD_ENV[@]}" "$GATEWAY_BIN" serve --config "$config" \
         --host 127.0.0.1 --port "${GW_PORTS[$i]}" "${URLS[@]}" "${node[@]}"
     start_gateway "$case_name-gateway-$i" "${GW_PORTS[$i]}" "$config" "${URLS[@]}" "${node[@]}"
@@ -140,12 +152,33 @@ client() {
     FIG_PIDS+=("$CLIENT_PID")
 }
 
+# stall_disks CASE: every replica's flushes (and journal syncs) stall STALL_MS for DURATION s.
+stall_disks() {
+    local case_name="$1" i body log_only applied=() nodes=(0 1 2)
+    [[ "$STALL_NODES" == leader ]] && nodes=("$(leader_index)")
+    local window=$((DURATION * 1000))
+    body="{\"stall_ms\": $STALL_MS, \"for_ms\": $window}"
+    log_only="$body"
+    ((STALL_JOURNAL)) && body="{\"stall_ms\": $STALL_MS, \"for_ms\": $window, \"journal\": true}"
+    for i in "${nodes[@]}"; do
+        if admin PUT "${GW_PORTS[$i]}" /admin/chaos/flush-stall -d "$body" >/dev/null 2>&1; then
+            applied+=("node $((i + 1)): $body")
+        else
+            admin PUT "${GW_PORTS[$i]}" /admin/chaos/flush-stall -d "$log_only" >/dev/null
+            applied+=("node $((i + 1)): $log_only (journal stall refused by this build)")
+            echo "[budget_utilisation] node $((i + 1)): journal stall refused, log flushes only" >&2
+        fi
+    done
+    printf '%s\n' "${applied[@]}" >"$FIG_DATA/$case_name.stall.txt"
+    COMMANDS+=("PUT /admin/chaos/flush-stall on each replica when the load starts: ${applied[*]}")
+}
+
 CASE_JSON=()
 run_case() {
     local case_name="$1" pids=() i
     GW_ENV=("${BASE_ENV[@]}")
     RECORD_ENV=(SWITCHYARD_CLUSTER_SECRET=...)
-    if [[ "$case_name" == multi_region ]]; then
+    if [[ "$case_name" == multi_region* ]]; then
         GW_ENV+=(SWITCHYARD_CHAOS_ENDPOINTS=1 "SWITCHYARD_RAFT_DELAY_MS=$DELAY_MS")
         RECORD_ENV+=(SWITCHYARD_CHAOS_ENDPOINTS=1 "SWITCHYARD_RAFT_DELAY_MS=$DELAY_MS")
     fi
@@ -179,7 +212,10 @@ run_case() {
         client "$case_name" "$TENANT_KEY" "$RATE"
         clients+=("$CLIENT_PID"); outs+=("$CLIENT_OUT")
     fi
-    if [[ "$case_name" == leader_kill ]]; then
+    if [[ "$case_name" == *slow_disk ]]; then
+        stall_disks "$case_name"
+    fi
+    if [[ "$case_name" == *leader_kill ]]; then
         sleep "$KILL_AT"
         local leader
         leader="$(leader_index)"
@@ -228,9 +264,9 @@ run_case() {
 for case_name in $CASES; do run_case "$case_name"; done
 
 (IFS=,; echo "[${CASE_JSON[*]}]") >"$FIG_DATA/cases.json"
-python3 - "$FIG_DATA/meta.json" "$FIG_META" "$RATE" "$DURATION" "$BUDGET" "$KILL_AT" "$RESTART_AT" "$DELAY_MS" "$PERIOD_LIMIT" "$RAFT_TIMINGS" "$SEED" "${COMMANDS[@]}" <<'PY'
+python3 - "$FIG_DATA/meta.json" "$FIG_META" "$RATE" "$DURATION" "$BUDGET" "$KILL_AT" "$RESTART_AT" "$DELAY_MS" "$PERIOD_LIMIT" "$RAFT_TIMINGS" "$SEED" "$STALL_MS" "${COMMANDS[@]}" <<'PY'
 import json, sys, time
-out, meta_tsv, rate, duration, budget, kill_at, restart_at, delay_ms, period_limit, raft_timings, seed, *commands = sys.argv[1:]
+out, meta_tsv, rate, duration, budget, kill_at, restart_at, delay_ms, period_limit, raft_timings, seed, stall_ms, *commands = sys.argv[1:]
 raft_timings = (
     f"for the round trip (heartbeat {6 * int(delay_ms)} ms, elections {24 * int(delay_ms)}-{48 * int(delay_ms)} ms)"
     if raft_timings == "rtt" else "at their defaults (heartbeat 100 ms, elections 400-800 ms)"
@@ -244,7 +280,10 @@ meta["setup"] = (
     f"Poisson (seed {seed}) for {duration} s, each request to a random replica, ~12-word unique prompt, "
     f"max_tokens 32, non-streaming. leader_kill: the leader is SIGKILLed at {kill_at} s and "
     f"restarted on its data dir at {restart_at} s. multi_region: every ledger call between "
-    f"replicas delayed {delay_ms} ms each way, Raft timings {raft_timings}. period_limits: a month limit of {period_limit} "
+    f"replicas delayed {delay_ms} ms each way, Raft timings {raft_timings}. multi_region_slow_disk: "
+    f"multi_region with every replica's Raft log flushes (and spend-journal syncs where the build "
+    f"supports it) stalled {stall_ms} ms for the load's duration. multi_region_leader_kill: "
+    f"multi_region with the leader killed and restarted as in leader_kill. period_limits: a month limit of {period_limit} "
     f"tokens (day limit 100x) and a business-purpose day limit of {period_limit}, a client each "
     f"at {rate}/2 req/s. Spend per replica is read 12 s after the "
     f"load from each replica's own applied state."

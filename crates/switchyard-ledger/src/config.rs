@@ -138,6 +138,16 @@ pub struct LeaseConfig {
     /// waits at least `RaftTimings::failover_bound`, so the renewal that follows an election
     /// still covers the requests waiting for it when the Raft timings are raised.
     pub renewal_wait: Duration,
+    /// How many of the recently observed latencies a lease covers (default 3): the keeper
+    /// renews before less than `rate × latency_cover × renewal latency` of a grant is left,
+    /// asks for `spend_window` plus that much time of spend (the extra at most one more
+    /// `spend_window`, and never past `ttl − safety_margin`), and the spend journal's
+    /// ceiling runs at least `rate × latency_cover × sync latency` ahead of the spend
+    /// (within the fresh grant and one window). 0 sizes leases for `spend_window` alone.
+    /// The latencies are decaying maxima of what this node saw in committed answers
+    /// (`lease::LatencyTracker`), so leases widen while a leader's disk or the link is slow
+    /// and shrink back after.
+    pub latency_cover: f64,
 }
 
 impl Default for LeaseConfig {
@@ -151,6 +161,7 @@ impl Default for LeaseConfig {
             demand_headroom: 1.5,
             spend_window: Duration::from_secs(2),
             renewal_wait: Duration::from_secs(2),
+            latency_cover: 3.0,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Prometheus families of one ledger node, registered on the registry passed at start.
 
 use prometheus::{
-    GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
+    Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry,
 };
 
 /// Every branch the hot path and the lease keeper can take has a counter here.
@@ -39,6 +39,8 @@ pub struct LedgerMetrics {
     pub applied_reclaimed_tokens: IntGauge,
     pub reserve_seconds: Histogram,
     pub peer_tls_refusals: IntCounter,
+    pub sized_renewal_latency: Gauge,
+    pub sized_journal_latency: Gauge,
 }
 
 pub const ROLES: [&str; 4] = ["leader", "follower", "candidate", "learner"];
@@ -252,6 +254,16 @@ impl LedgerMetrics {
                 "Connections to the Raft/ledger port refused because the TLS handshake failed \
                  (no certificate of the cluster CA, or too slow)",
             )?,
+            sized_renewal_latency: Gauge::new(
+                "switchyard_ledger_lease_sized_renewal_latency_seconds",
+                "Renewal commit latency leases are sized for: the decaying maximum of this \
+                 node's recent renewals",
+            )?,
+            sized_journal_latency: Gauge::new(
+                "switchyard_ledger_lease_sized_journal_latency_seconds",
+                "Spend-journal sync latency lease ceilings are sized for: the decaying maximum \
+                 of this node's recent syncs",
+            )?,
         };
         registry.register(Box::new(metrics.raft_role.clone()))?;
         registry.register(Box::new(metrics.raft_term.clone()))?;
@@ -285,6 +297,8 @@ impl LedgerMetrics {
         registry.register(Box::new(metrics.applied_reclaimed_tokens.clone()))?;
         registry.register(Box::new(metrics.reserve_seconds.clone()))?;
         registry.register(Box::new(metrics.peer_tls_refusals.clone()))?;
+        registry.register(Box::new(metrics.sized_renewal_latency.clone()))?;
+        registry.register(Box::new(metrics.sized_journal_latency.clone()))?;
         Ok(metrics)
     }
 

@@ -20,6 +20,7 @@ struct DecisionCounters {
     exhausted: IntCounter,
     unreachable: IntCounter,
     pending: IntCounter,
+    renewal_late: IntCounter,
     rate_limited: IntCounter,
     concurrency_limited: IntCounter,
 }
@@ -57,6 +58,7 @@ impl LedgerQuota {
             exhausted: counter("exhausted"),
             unreachable: counter("unreachable"),
             pending: counter("pending"),
+            renewal_late: counter("renewal_late"),
             rate_limited: counter("rate_limited"),
             concurrency_limited: counter("concurrency_limited"),
         };
@@ -100,6 +102,7 @@ impl LedgerQuota {
                 Decision::Unreachable => &self.decisions.unreachable,
                 Decision::RateLimited => &self.decisions.rate_limited,
                 Decision::ConcurrencyLimited => &self.decisions.concurrency_limited,
+                Decision::RenewalLate => &self.decisions.renewal_late,
                 _ => &self.decisions.pending,
             },
         };
@@ -127,8 +130,9 @@ impl LedgerQuota {
     /// leader killed under load is replaced within about an election timeout, and the
     /// survivors' renewals then succeed: refusing the requests of that gap would turn a
     /// failover into 503s although a quorum exists. Still uncovered at the deadline: 503
-    /// unreachable if the ledger still cannot be reached, else 429 (what the fleet has left
-    /// is in other replicas' leases).
+    /// unreachable if the ledger still cannot be reached; 429 if what the ledger could still
+    /// grant does not cover the request (the rest is in other replicas' leases); else 503
+    /// `renewal_late` (the renewal is slow, the budget is not spent).
     async fn reserve_waiting(
         &self,
         tags: &SpendTags,
@@ -158,7 +162,7 @@ impl LedgerQuota {
                 let decision = if unreachable {
                     decision
                 } else {
-                    Err(self.table.held_elsewhere(tags))
+                    Err(self.table.held_elsewhere(tags, tokens))
                 };
                 self.count(&decision);
                 return Self::answer(tags, tokens, decision);

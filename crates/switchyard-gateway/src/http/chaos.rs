@@ -204,6 +204,9 @@ struct FlushStallBody {
     /// Only flushes that start within this long from now sleep; absent: until cleared.
     #[serde(default)]
     for_ms: Option<u64>,
+    /// Also stall the spend journal's syncs the same way (`false`: Raft log flushes only).
+    #[serde(default)]
+    journal: bool,
 }
 
 /// Longest stall (and window) the endpoint accepts: far beyond any Raft timeout, short
@@ -213,7 +216,8 @@ const MAX_FLUSH_STALL_WINDOW_MS: u64 = 600_000;
 
 /// `PUT /admin/chaos/flush-stall` (test-only): every Raft log flush of this replica that
 /// starts within `for_ms` sleeps `stall_ms` before its fsync, standing in for a disk whose
-/// fsync stalls; `{"stall_ms": 0}` clears it.
+/// fsync stalls; with `"journal": true` the spend journal's syncs too; `{"stall_ms": 0}`
+/// clears both.
 pub async fn flush_stall(
     State(state): State<SharedState>,
     headers: HeaderMap,
@@ -248,17 +252,24 @@ pub async fn flush_stall(
         }
         _ => {}
     }
-    node.test_log_flush_stall().set(
-        Duration::from_millis(request.stall_ms),
-        request.for_ms.map(Duration::from_millis),
-    );
+    let stall = Duration::from_millis(request.stall_ms);
+    let window = request.for_ms.map(Duration::from_millis);
+    node.test_log_flush_stall().set(stall, window);
+    // Without `journal` a call clears a journal stall an earlier call set.
+    let journal_stall = if request.journal {
+        stall
+    } else {
+        Duration::ZERO
+    };
+    node.test_journal_sync_stall().set(journal_stall, window);
     tracing::warn!(
         stall_ms = request.stall_ms,
         for_ms = request.for_ms,
+        journal = request.journal,
         "Raft log flushes stalled before their fsync (chaos)"
     );
     Ok(Json(
-        json!({"stall_ms": request.stall_ms, "for_ms": request.for_ms}),
+        json!({"stall_ms": request.stall_ms, "for_ms": request.for_ms, "journal": request.journal}),
     ))
 }
 

@@ -61,9 +61,13 @@ impl JournalWriter {
         let started = Instant::now();
         match self.journal.append(records).await {
             Ok(()) => {
+                let took = started.elapsed();
                 self.metrics
                     .journal_sync_seconds
-                    .observe(started.elapsed().as_secs_f64());
+                    .observe(took.as_secs_f64());
+                self.table
+                    .journal_latency()
+                    .observe(took, self.table.clock().now());
                 for (lease, epoch, ceiling) in raised {
                     lease.journal_synced(epoch, ceiling);
                 }

@@ -57,17 +57,44 @@ struct Counters {
     closed_epochs: Vec<u64>,
     /// The largest reservation seen: a journal step covers a few of them.
     largest_request: u64,
+    /// Tokens this node spends while a renewal commits (observed rate × a few × the recent
+    /// renewal latency): the renewal is asked for before less than this is left.
+    renew_cover: u64,
+    /// Tokens this node spends while the journal syncs (observed rate × a few × the recent
+    /// sync latency): the journal's ceiling runs at least this far ahead of the spend.
+    journal_cover: u64,
 }
 
 impl Counters {
     /// How far the journal's ceiling runs ahead of the spend: a quarter of the fresh part of
     /// the last grant, so a crash strands at most that (plus the debt allowance) and the
     /// journal syncs about eight times per grant; at least four of the largest requests, so
-    /// a small lease does not sync per request.
+    /// a small lease does not sync per request; at least what this node spends during a few
+    /// of its recent journal syncs (within the grant), so a slow disk does not stall
+    /// reservations on the ceiling.
     fn journal_step(&self) -> u64 {
         let fresh = self.granted_at_renewal.saturating_sub(self.used_at_renewal);
-        journal_step(fresh, self.largest_request)
+        journal_step(fresh, self.largest_request, self.journal_cover)
     }
+
+    /// The spend at which the keeper renews: once half of the fresh grant is used, or
+    /// earlier once less than `renew_cover` of it is left, but not before a quarter of it is
+    /// used (a grant smaller than the cover, near a budget's end, must not renew per request).
+    fn renew_point(&self) -> u64 {
+        renew_point(
+            self.used_at_renewal,
+            self.granted_at_renewal,
+            self.renew_cover,
+        )
+    }
+}
+
+fn renew_point(used_at_renewal: u64, granted_at_renewal: u64, renew_cover: u64) -> u64 {
+    let fresh = granted_at_renewal.saturating_sub(used_at_renewal);
+    let half = used_at_renewal.saturating_add(fresh / 2);
+    let covered = granted_at_renewal.saturating_sub(renew_cover);
+    let earliest = used_at_renewal.saturating_add(fresh / 4);
+    half.min(covered).max(earliest)
 }
 
 /// A read-only picture of a lease for metrics, tests and renewal decisions.
@@ -85,6 +112,8 @@ pub struct LeaseSnapshot {
     pub granted_at_renewal: u64,
     pub next_attempt: Option<Instant>,
     pub journaled: u64,
+    pub renew_cover: u64,
+    pub journal_cover: u64,
 }
 
 impl LeaseSnapshot {
@@ -98,6 +127,21 @@ impl LeaseSnapshot {
         (used as f64 / fresh as f64).min(1.0)
     }
 
+    /// Whether enough of the latest grant is used that the keeper should renew it (see
+    /// `renew_point`).
+    pub fn renewal_due(&self) -> bool {
+        if self.granted_at_renewal <= self.used_at_renewal {
+            // Nothing fresh was granted: any spend since asks for more.
+            return self.used_total > self.used_at_renewal;
+        }
+        let point = renew_point(
+            self.used_at_renewal,
+            self.granted_at_renewal,
+            self.renew_cover,
+        );
+        self.used_total >= point
+    }
+
     pub fn remaining(&self, now: Instant) -> u64 {
         match self.deadline {
             Some(deadline) if now < deadline => self.granted_total.saturating_sub(self.used_total),
@@ -106,8 +150,11 @@ impl LeaseSnapshot {
     }
 }
 
-fn journal_step(fresh: u64, largest_request: u64) -> u64 {
-    (fresh / 4).max(largest_request.saturating_mul(4)).max(1)
+fn journal_step(fresh: u64, largest_request: u64, journal_cover: u64) -> u64 {
+    (fresh / 4)
+        .max(largest_request.saturating_mul(4))
+        .max(journal_cover.min(fresh))
+        .max(1)
 }
 
 #[derive(Debug)]
@@ -157,9 +204,17 @@ impl LocalLease {
         c.starved |= no_share;
     }
 
+    /// The keeper's latest sizing from observed latencies: tokens this node spends while a
+    /// renewal commits and while the journal syncs (see `renew_point`, `journal_step`).
+    pub fn set_cover(&self, renew_cover: u64, journal_cover: u64) {
+        let mut c = self.counters.lock();
+        c.renew_cover = renew_cover;
+        c.journal_cover = journal_cover;
+    }
+
     /// Hot path: takes `tokens` if the lease is live, has them and the journal's synced
-    /// ceiling covers them. Answers whether the keeper should renew now (half of the last
-    /// grant used) and whether the journal should raise its ceiling now, so neither runs dry
+    /// ceiling covers them. Answers whether the keeper should renew now (the renew point of
+    /// the last grant crossed) and whether the journal should raise its ceiling now, so neither runs dry
     /// under load.
     pub fn try_reserve(&self, tokens: u64, now: Instant) -> Result<Reserved, LeaseMiss> {
         let mut c = self.counters.lock();
@@ -182,9 +237,8 @@ impl LocalLease {
             c.journal_wanted = c.journal_wanted.max(needed);
             return Err(LeaseMiss::Unjournaled);
         }
-        let fresh = c.granted_at_renewal.saturating_sub(c.used_at_renewal);
-        let half = c.used_at_renewal.saturating_add(fresh / 2);
-        let renew_now = c.used_total < half && needed >= half;
+        let point = c.renew_point();
+        let renew_now = c.used_total < point && needed >= point;
         c.used_total = needed;
         c.inflight += tokens;
         let journal_now = c.journaled.saturating_sub(needed) < c.journal_step() / 2
@@ -233,7 +287,7 @@ impl LocalLease {
         let c = self.counters.lock();
         let fresh = grant.granted_total.saturating_sub(c.inflight);
         c.inflight
-            .saturating_add(journal_step(fresh, c.largest_request))
+            .saturating_add(journal_step(fresh, c.largest_request, c.journal_cover))
             .min(grant.granted_total)
     }
 
@@ -277,6 +331,8 @@ impl LocalLease {
             granted_at_renewal: c.granted_at_renewal,
             next_attempt: c.next_attempt,
             journaled: c.journaled,
+            renew_cover: c.renew_cover,
+            journal_cover: c.journal_cover,
         }
     }
 
@@ -381,122 +437,9 @@ impl LocalLease {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use switchyard_core::QuotaScope;
+#[path = "local_cover_tests.rs"]
+mod cover_tests;
 
-    fn grant(epoch: u64, granted_total: u64, ttl_ms: u64) -> LeaseGrant {
-        LeaseGrant {
-            pool: PoolId::Budget(QuotaScope::caller("a")),
-            epoch,
-            granted_total,
-            max_debt_tokens: 10,
-            expires_at_ms: 0,
-            ttl_ms,
-            rate_share_per_s: crate::lease::UNLIMITED_SHARE,
-            concurrency_share: crate::lease::UNLIMITED_SHARE,
-        }
-    }
-
-    #[test]
-    fn reservations_stop_at_the_grant_and_at_the_deadline_minus_margin() {
-        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
-        let t0 = Instant::now();
-        assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::NoLease));
-        lease.apply_grant(
-            &grant(1, 100, 10_000),
-            t0,
-            Duration::from_secs(1),
-            t0,
-            u64::MAX,
-        );
-        let renew = |r: Result<Reserved, LeaseMiss>| r.map(|r| r.renew_now);
-        assert_eq!(renew(lease.try_reserve(40, t0)), Ok(false));
-        assert_eq!(
-            renew(lease.try_reserve(20, t0)),
-            Ok(true),
-            "crosses half the grant"
-        );
-        assert_eq!(lease.try_reserve(50, t0), Err(LeaseMiss::Short));
-        assert_eq!(renew(lease.try_reserve(40, t0)), Ok(false));
-        let late = t0 + Duration::from_secs(9);
-        assert_eq!(lease.try_reserve(0, late), Err(LeaseMiss::Expired));
-    }
-
-    #[test]
-    fn settlement_refunds_and_debt_is_bounded() {
-        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
-        let t0 = Instant::now();
-        lease.apply_grant(&grant(1, 100, 10_000), t0, Duration::ZERO, t0, u64::MAX);
-        lease.try_reserve(50, t0).unwrap();
-        assert_eq!(lease.settle(50, 20), 0);
-        assert_eq!(lease.snapshot().used_total, 20);
-        lease.try_reserve(80, t0).unwrap();
-        // 80 estimated, 100 real: 10 fits the debt allowance (ceiling 110), 10 is overrun.
-        assert_eq!(lease.settle(80, 100), 10);
-        assert_eq!(lease.snapshot().used_total, 110);
-        assert_eq!(lease.snapshot().inflight, 0);
-    }
-
-    #[test]
-    fn renewal_caps_spending_before_sending_and_new_epochs_carry_inflight() {
-        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
-        let t0 = Instant::now();
-        lease.apply_grant(&grant(1, 1000, 10_000), t0, Duration::ZERO, t0, u64::MAX);
-        lease.try_reserve(100, t0).unwrap();
-        let req = lease.prepare_renewal(7, 50, Duration::from_secs(10), t0);
-        assert_eq!(
-            (req.used_total, req.cap_total, req.epoch),
-            (100, 150, Some(1))
-        );
-        assert_eq!(lease.try_reserve(60, t0), Err(LeaseMiss::Short));
-        lease.apply_grant(&grant(2, 500, 10_000), t0, Duration::ZERO, t0, u64::MAX);
-        assert_eq!(lease.snapshot().used_total, 100, "in-flight carried over");
-        assert_eq!(lease.settle(100, 0), 0);
-        assert_eq!(lease.snapshot().used_total, 0);
-    }
-
-    #[test]
-    fn reservations_stop_at_the_journal_ceiling_until_a_higher_one_is_synced() {
-        let lease = LocalLease::new(PoolId::Budget(QuotaScope::caller("a")), Instant::now());
-        let t0 = Instant::now();
-        let g = grant(1, 1000, 10_000);
-        let first = lease.first_ceiling(&g);
-        assert_eq!(first, 250, "a quarter of the fresh grant");
-        lease.apply_grant(&g, t0, Duration::ZERO, t0, first);
-        assert!(lease.journal_due().is_none(), "headroom is a full step");
-        let journal_now = |tokens| lease.try_reserve(tokens, t0).map(|r| r.journal_now);
-        assert_eq!(journal_now(40), Ok(false));
-        assert_eq!(journal_now(60), Ok(false));
-        assert_eq!(journal_now(50), Ok(true), "headroom 100 < half a step");
-        assert_eq!(
-            journal_now(60),
-            Ok(true),
-            "still low until the writer syncs"
-        );
-        assert_eq!(lease.try_reserve(60, t0), Err(LeaseMiss::Unjournaled));
-        // The writer raises the ceiling to cover the waiting reservation plus a step.
-        let (epoch, ceiling) = lease.journal_due().unwrap();
-        assert_eq!((epoch, ceiling), (1, 520));
-        lease.journal_synced(epoch, ceiling);
-        assert!(lease.try_reserve(60, t0).is_ok());
-        // Settlement overshoot is charged in full within the grant and its debt allowance,
-        // and asks the writer for a ceiling that covers it.
-        assert_eq!(lease.settle(60, 400), 0, "used 270 + 340 fits the grant");
-        assert_eq!(lease.snapshot().used_total, 610);
-        let (_, ceiling) = lease.journal_due().unwrap();
-        assert!(ceiling >= 610, "{ceiling}");
-        lease.journal_synced(1, ceiling);
-        assert_eq!(lease.settle(0, 500), 100, "past grant 1000 + debt 10");
-        assert_eq!(lease.snapshot().used_total, 1010);
-        let (_, ceiling) = lease.journal_due().unwrap();
-        assert_eq!(ceiling, 1010, "the journal covers the debt too");
-        // A new epoch closes the old one and starts from its own synced ceiling.
-        lease.apply_grant(&grant(2, 1000, 10_000), t0, Duration::ZERO, t0, 0);
-        assert_eq!(lease.take_closed_epochs(), vec![1]);
-        assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::Unjournaled));
-        // A synced ceiling of a replaced epoch raises nothing.
-        lease.journal_synced(1, 1000);
-        assert_eq!(lease.try_reserve(1, t0), Err(LeaseMiss::Unjournaled));
-    }
-}
+#[cfg(test)]
+#[path = "local_tests.rs"]
+mod tests;

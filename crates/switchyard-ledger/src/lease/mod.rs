@@ -2,10 +2,12 @@
 //! [`LocalLease`]s, one per pool); the keeper task (`node::lease_keeper`) acquires, renews
 //! and releases them through the ledger in the background.
 
+mod latency;
 mod local;
 mod set;
 mod shares;
 
+pub use latency::LatencyTracker;
 pub use local::{LeaseMiss, LeaseSnapshot, LocalLease, Reserved};
 pub(crate) use set::LeaseSet;
 pub use shares::{BURST, ShareLimiter, ShareMiss, UNLIMITED_SHARE};
@@ -13,7 +15,7 @@ pub use shares::{BURST, ShareLimiter, ShareMiss, UNLIMITED_SHARE};
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use switchyard_core::{Clock, FleetLimit, QuotaError, QuotaScope, SpendTags};
 use tokio::sync::{Notify, watch};
 
@@ -26,6 +28,13 @@ pub const UNREACHABLE_REASON: &str = "quota_ledger_unreachable";
 /// Reason given while the first lease of a budget (or a bigger one) is being fetched.
 pub const PENDING_REASON: &str = "quota_lease_pending";
 
+/// How long one slow renewal or journal sync keeps sizing leases: the observed latency halves
+/// every this long without a slower one. Long enough to span the gaps between bursts of
+/// writeback on a shared disk, short enough that leases shrink back within a minute.
+const LATENCY_HALF_LIFE: Duration = Duration::from_secs(20);
+/// Slowest latency leases are sized for: a renewal slower than a lease's TTL fails anyway.
+const LATENCY_CAP: Duration = Duration::from_secs(10);
+
 /// Which way a reservation went (each is a metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -35,6 +44,10 @@ pub enum Decision {
     Exhausted,
     Unreachable,
     Pending,
+    /// The request waited `renewal_wait` for a renewal that did not arrive, while the
+    /// ledger was reachable and could still grant the tokens: a slow commit, not a spent
+    /// budget (503 with `Retry-After`).
+    RenewalLate,
     /// This node's share of the fleet-wide token rate is used up for now.
     RateLimited,
     /// This node's share of the fleet-wide concurrency is in flight.
@@ -59,6 +72,10 @@ pub struct LeaseTable {
     /// Counts the keeper's renewal attempts (whatever their outcome): what a request waiting
     /// for a renewal watches.
     answers: watch::Sender<u64>,
+    /// How long this node's lease renewals took to commit lately (decaying maximum).
+    renewal_latency: LatencyTracker,
+    /// How long this node's spend-journal syncs took lately (decaying maximum).
+    journal_latency: LatencyTracker,
 }
 
 impl LeaseTable {
@@ -71,7 +88,19 @@ impl LeaseTable {
             kick: Notify::new(),
             journal_kick: Notify::new(),
             answers: watch::Sender::new(0),
+            renewal_latency: LatencyTracker::new(LATENCY_HALF_LIFE, LATENCY_CAP),
+            journal_latency: LatencyTracker::new(LATENCY_HALF_LIFE, LATENCY_CAP),
         }
+    }
+
+    /// Renewal round trips (write to commit) as observed by the keeper.
+    pub(crate) fn renewal_latency(&self) -> &LatencyTracker {
+        &self.renewal_latency
+    }
+
+    /// Spend-journal syncs as observed by the writer and the keeper.
+    pub(crate) fn journal_latency(&self) -> &LatencyTracker {
+        &self.journal_latency
     }
 
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
@@ -255,16 +284,44 @@ impl LeaseTable {
     }
 
     /// The final word on a request that waited for a renewal in vain while the ledger was
-    /// reachable: whatever the fleet still holds is in other replicas' leases.
-    pub(crate) fn held_elsewhere(&self, tags: &SpendTags) -> Refused {
+    /// reachable. 429 only when the budget (or an extra period limit of the scope) cannot
+    /// cover it: what the ledger could still grant plus this node's lease remainder is below
+    /// the request, or the ledger refused this node's lease lately (what the fleet has left is
+    /// in other replicas' leases). Otherwise the renewal is merely slow (a slow leader disk,
+    /// a distant leader): 503 with `Retry-After`, never a spent budget the tenant is far from.
+    pub(crate) fn held_elsewhere(&self, tags: &SpendTags, tokens: u64) -> Refused {
         let view = self.view.load();
-        match view.budget(&tags.scope) {
-            Some(pool) => exhausted(tags, pool.limit, pool.committed.max(pool.spent)),
-            None => Refused {
-                decision: Decision::Pending,
-                error: QuotaError::Unavailable {
-                    reason: PENDING_REASON.to_owned(),
-                },
+        let set = self.set.load();
+        let now = self.clock.now();
+        if view.budget(&tags.scope).is_none() {
+            return pending();
+        }
+        let lease = set.budgets.get(&tags.scope);
+        let pools = std::iter::once((PoolId::Budget(tags.scope.clone()), lease.cloned())).chain(
+            set.periods
+                .get(&tags.scope)
+                .into_iter()
+                .flatten()
+                .map(|period| (period.pool.clone(), Some(period.clone()))),
+        );
+        for (pool, lease) in pools {
+            let Some(summary) = view.pool(&pool) else {
+                continue;
+            };
+            let left = lease.as_ref().map_or(0, |l| l.snapshot().remaining(now));
+            let could_grant = summary
+                .limit
+                .saturating_sub(summary.committed)
+                .saturating_add(left);
+            let refused_lately = lease.as_ref().is_some_and(|l| l.backing_off(now));
+            if could_grant < tokens || refused_lately {
+                return exhausted(tags, summary.limit, summary.committed.max(summary.spent));
+            }
+        }
+        Refused {
+            decision: Decision::RenewalLate,
+            error: QuotaError::Unavailable {
+                reason: PENDING_REASON.to_owned(),
             },
         }
     }
@@ -413,3 +470,7 @@ fn share_refusal(tags: &SpendTags, miss: ShareMiss) -> Refused {
         },
     }
 }
+
+#[cfg(test)]
+#[path = "table_tests.rs"]
+mod table_tests;

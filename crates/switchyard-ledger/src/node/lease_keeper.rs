@@ -59,6 +59,14 @@ impl LeaseKeeper {
             self.publish_lease(lease);
         }
         self.publish_applied_counters();
+        let now = self.table.clock().now();
+        let metrics = &self.core.metrics;
+        metrics
+            .sized_renewal_latency
+            .set(self.table.renewal_latency().current(now).as_secs_f64());
+        metrics
+            .sized_journal_latency
+            .set(self.table.journal_latency().current(now).as_secs_f64());
     }
 
     fn publish_lease(&self, lease: &LocalLease) {
@@ -119,9 +127,24 @@ impl LeaseKeeper {
             .set(gauge(counters.lease_tokens_reclaimed));
     }
 
-    /// The demand to ask for if the lease should be renewed now.
+    /// The demand to ask for if the lease should be renewed now. Also hands the lease its
+    /// latency covers (tokens spent during a few recent renewals and journal syncs), which
+    /// move its renew point and journal step between keeper passes.
     fn due(&self, lease: &LocalLease, now: Instant) -> Option<u64> {
         let s = lease.snapshot();
+        let window = s
+            .renewed_at
+            .map(|at| now.saturating_duration_since(at))
+            .unwrap_or(self.config.check_interval)
+            .max(self.config.check_interval);
+        let rate = s.asked as f64 / window.as_secs_f64();
+        let sizing = sizing(
+            &self.config,
+            rate,
+            self.table.renewal_latency().current(now),
+            self.table.journal_latency().current(now),
+        );
+        lease.set_cover(sizing.renew_cover, sizing.journal_cover);
         if s.next_attempt.is_some_and(|at| now < at) {
             return None;
         }
@@ -129,30 +152,19 @@ impl LeaseKeeper {
         if is_override && s.epoch.is_none() && s.asked == 0 {
             return None;
         }
-        let window = s
-            .renewed_at
-            .map(|at| now.saturating_duration_since(at))
-            .unwrap_or(self.config.check_interval)
-            .max(self.config.check_interval);
-        let sized_for = self.config.spend_window.min(self.config.ttl).as_secs_f64();
-        let per_window =
-            s.asked as f64 / window.as_secs_f64() * sized_for * self.config.demand_headroom;
         let floor = if is_override {
             s.asked.max(1)
         } else {
             self.config.min_demand_tokens
         };
-        let demand = (per_window as u64).max(floor);
+        let demand = sizing.demand.max(floor);
         let live = s.deadline.is_some_and(|d| now < d);
         let old = s.renewed_at.is_none_or(|at| {
             now.saturating_duration_since(at)
                 >= self.config.ttl.mul_f64(self.config.renew_after_fraction)
         });
-        let half_used = s.used_total.saturating_sub(s.used_at_renewal) * 2
-            >= s.granted_at_renewal
-                .saturating_sub(s.used_at_renewal)
-                .max(1);
-        if s.epoch.is_none() || !live || old || s.starved || half_used {
+        let used_enough = lease.snapshot().renewal_due();
+        if s.epoch.is_none() || !live || old || s.starved || used_enough {
             if is_override && !live && s.asked == 0 {
                 return None;
             }
@@ -166,6 +178,15 @@ impl LeaseKeeper {
         let sent_at = clock.now();
         let request = lease.prepare_renewal(self.core.id, demand, self.config.ttl, sent_at);
         let result = self.core.write(Command::AcquireLease(request)).await;
+        if result.is_ok() {
+            // A committed answer, granted or not: how long this node's renewals take now. A
+            // write that timed out says nothing about the next commit (an election, a lost
+            // leader) and would widen every later lease for the decay's whole half-life.
+            let answered = clock.now();
+            self.table
+                .renewal_latency()
+                .observe(answered.saturating_duration_since(sent_at), answered);
+        }
         let retry_at = clock.now() + self.config.ttl.mul_f64(self.config.renew_after_fraction);
         let outcome = match &result {
             Ok(CommandResponse::Lease(Ok(grant))) => {
@@ -218,8 +239,16 @@ impl LeaseKeeper {
             epoch: grant.epoch,
             ceiling,
         };
+        let clock = self.table.clock();
+        let started = clock.now();
         match self.journal.append(vec![record]).await {
-            Ok(()) => ceiling,
+            Ok(()) => {
+                let synced = clock.now();
+                self.table
+                    .journal_latency()
+                    .observe(synced.saturating_duration_since(started), synced);
+                ceiling
+            }
             Err(e) => {
                 self.core.metrics.journal_failures.inc();
                 tracing::warn!(error = %e, "spend journal sync failed for a new lease");
@@ -257,6 +286,45 @@ impl LeaseKeeper {
     }
 }
 
+/// What a lease is sized for at an observed spend `rate` (tokens/s) and the node's recent
+/// renewal and journal-sync latencies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sizing {
+    /// Tokens to ask for: `spend_window` plus a few renewal latencies of spend, × headroom.
+    pub demand: u64,
+    /// Renew before less than this is left of a grant.
+    pub renew_cover: u64,
+    /// Keep the journal's ceiling at least this far ahead of the spend.
+    pub journal_cover: u64,
+}
+
+pub(crate) fn sizing(
+    config: &LeaseConfig,
+    rate: f64,
+    renewal_latency: Duration,
+    journal_latency: Duration,
+) -> Sizing {
+    let window = config.spend_window.min(config.ttl).as_secs_f64();
+    // A lease cannot spend past its local deadline (TTL less the safety margin), so asking
+    // for more time than that only strands tokens; and a lease more than twice the spend
+    // window holds budget other replicas could use while the leader's disk is slow: the
+    // extra stops at the smaller of the two.
+    let usable = config
+        .ttl
+        .saturating_sub(config.safety_margin)
+        .as_secs_f64();
+    let most = (usable - window).max(0.0).min(window);
+    let cover = |latency: Duration| (latency.as_secs_f64() * config.latency_cover).min(most);
+    let renewal_cover = cover(renewal_latency);
+    // Float to integer casts saturate (and NaN is 0): a misconfigured factor cannot panic.
+    let tokens = |seconds: f64| (rate * seconds).max(0.0).round() as u64;
+    Sizing {
+        demand: tokens((window + renewal_cover) * config.demand_headroom),
+        renew_cover: tokens(renewal_cover),
+        journal_cover: tokens(cover(journal_latency)),
+    }
+}
+
 fn gauge(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -266,5 +334,65 @@ pub(crate) fn pool_label(pool: &PoolId) -> String {
         PoolId::Budget(scope) => scope.to_string(),
         PoolId::Override(id) => format!("override-{id}"),
         PoolId::Period(scope, period_ms) => format!("{scope}@{period_ms}ms"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> LeaseConfig {
+        LeaseConfig {
+            spend_window: Duration::from_secs(2),
+            demand_headroom: 1.5,
+            latency_cover: 3.0,
+            ..LeaseConfig::default()
+        }
+    }
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn demand_covers_the_window_plus_a_few_renewal_latencies() {
+        let config = config();
+        // 100 tokens/s, nothing observed: the spend window × headroom.
+        let quiet = sizing(&config, 100.0, Duration::ZERO, Duration::ZERO);
+        assert_eq!(
+            (quiet.demand, quiet.renew_cover, quiet.journal_cover),
+            (300, 0, 0)
+        );
+        // Commits of 200 ms: 0.6 s more spend, renewed before 60 tokens are left.
+        let slow = sizing(&config, 100.0, ms(200), Duration::ZERO);
+        assert_eq!((slow.demand, slow.renew_cover), (390, 60));
+        // A pathological commit adds at most one more spend window (2 s; the TTL would
+        // allow 7 s past the window).
+        let stuck = sizing(&config, 100.0, ms(5_000), Duration::ZERO);
+        assert_eq!((stuck.demand, stuck.renew_cover), (600, 200));
+    }
+
+    #[test]
+    fn the_journal_cover_is_the_spend_during_a_few_syncs() {
+        let config = config();
+        let slow_disk = sizing(&config, 1_000.0, Duration::ZERO, ms(150));
+        assert_eq!(slow_disk.journal_cover, 450);
+        assert_eq!(
+            slow_disk.demand, 3_000,
+            "the journal does not size the lease"
+        );
+        let stuck = sizing(&config, 1_000.0, Duration::ZERO, ms(9_000));
+        assert_eq!(stuck.journal_cover, 2_000, "at most one spend window");
+    }
+
+    #[test]
+    fn a_misconfigured_factor_does_not_panic() {
+        let config = LeaseConfig {
+            latency_cover: f64::NAN,
+            demand_headroom: -1.0,
+            ..config()
+        };
+        let sized = sizing(&config, 100.0, ms(200), ms(200));
+        assert_eq!(sized.demand, 0);
     }
 }

@@ -64,6 +64,7 @@ pub struct LedgerNode {
     /// HTTP server and housekeeping.
     services: Vec<JoinHandle<()>>,
     log_flush_stall: Arc<FlushStall>,
+    journal_sync_stall: Arc<FlushStall>,
 }
 
 impl LedgerNode {
@@ -82,7 +83,9 @@ impl LedgerNode {
         let db = open_database(&config.data_dir)?;
         identity::bind(&db, config.node_id, &config.cluster_id)?;
         // Opened after the database, whose lock keeps a second process off this data dir.
-        let (journal, recovered) = SpendJournal::open(&config.data_dir)?;
+        let journal_sync_stall = Arc::new(FlushStall::new(clock.clone()));
+        let (journal, recovered) =
+            SpendJournal::open(&config.data_dir, journal_sync_stall.clone())?;
         let journal = Arc::new(journal);
         let log_flush = Arc::new(LogFlushStats::new(
             metrics.log_flush_seconds.clone(),
@@ -252,6 +255,7 @@ impl LedgerNode {
             writers: vec![keeper_task, reporter_task, journal_task, reclaim_task],
             services: vec![server_task, housekeeping_task],
             log_flush_stall,
+            journal_sync_stall,
         })
     }
 
@@ -282,6 +286,11 @@ impl LedgerNode {
     /// durable commit, standing in for a disk whose fsync stalls (off unless set).
     pub fn test_log_flush_stall(&self) -> &FlushStall {
         &self.log_flush_stall
+    }
+
+    /// Test-only: the same for this node's spend-journal syncs (the lease ceilings).
+    pub fn test_journal_sync_stall(&self) -> &FlushStall {
+        &self.journal_sync_stall
     }
 
     /// The partition injector of this node.

@@ -1,7 +1,7 @@
-//! Test-only: a disk whose fsync stalls, injected before the log store's durable appends.
-//! One handle per node, shared between the log store (which asks it before each flush) and
-//! whoever sets it (the gateway's chaos endpoint, tests). Off unless set; production never
-//! sets it.
+//! Test-only: a disk whose fsync stalls, injected before the log store's durable appends
+//! (one handle per node) or before the spend journal's syncs (another handle). Each is shared
+//! between the writer that asks it before each sync and whoever sets it (the gateway's chaos
+//! endpoint, tests). Off unless set; production never sets it.
 
 use parking_lot::Mutex;
 use std::sync::Arc;
