@@ -140,10 +140,10 @@ pub struct LeaseConfig {
     pub renewal_wait: Duration,
     /// How many of the recently observed latencies a lease covers (default 3): the keeper
     /// renews before less than `rate × latency_cover × renewal latency` of a grant is left,
-    /// asks for `spend_window` plus that much time of spend (the extra at most one more
-    /// `spend_window`, and never past `ttl − safety_margin`), and the spend journal's
-    /// ceiling runs at least `rate × latency_cover × sync latency` ahead of the spend
-    /// (within the fresh grant and one window). 0 sizes leases for `spend_window` alone.
+    /// asks for `spend_window` plus that much time of spend (in all at most `ttl −
+    /// safety_margin`, what a lease can spend before its local deadline), and the spend
+    /// journal's ceiling runs at least `rate × latency_cover × sync latency` ahead of the
+    /// spend (within the fresh grant). 0 sizes leases for `spend_window` alone.
     /// The latencies are decaying maxima of what this node saw in committed answers
     /// (`lease::LatencyTracker`), so leases widen while a leader's disk or the link is slow
     /// and shrink back after.

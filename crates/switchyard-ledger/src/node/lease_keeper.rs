@@ -306,14 +306,13 @@ pub(crate) fn sizing(
 ) -> Sizing {
     let window = config.spend_window.min(config.ttl).as_secs_f64();
     // A lease cannot spend past its local deadline (TTL less the safety margin), so asking
-    // for more time than that only strands tokens; and a lease more than twice the spend
-    // window holds budget other replicas could use while the leader's disk is slow: the
-    // extra stops at the smaller of the two.
+    // for more time than that only strands tokens: the extra stops there. (Stopping it at
+    // one more spend window let a 600 ms journal sync stall reservations again.)
     let usable = config
         .ttl
         .saturating_sub(config.safety_margin)
         .as_secs_f64();
-    let most = (usable - window).max(0.0).min(window);
+    let most = (usable - window).max(0.0);
     let cover = |latency: Duration| (latency.as_secs_f64() * config.latency_cover).min(most);
     let renewal_cover = cover(renewal_latency);
     // Float to integer casts saturate (and NaN is 0): a misconfigured factor cannot panic.
@@ -366,10 +365,10 @@ mod tests {
         // Commits of 200 ms: 0.6 s more spend, renewed before 60 tokens are left.
         let slow = sizing(&config, 100.0, ms(200), Duration::ZERO);
         assert_eq!((slow.demand, slow.renew_cover), (390, 60));
-        // A pathological commit adds at most one more spend window (2 s; the TTL would
-        // allow 7 s past the window).
+        // A pathological commit adds at most what the lease could spend before its local
+        // deadline (TTL 10 s less the 1 s margin, 7 s past the window).
         let stuck = sizing(&config, 100.0, ms(5_000), Duration::ZERO);
-        assert_eq!((stuck.demand, stuck.renew_cover), (600, 200));
+        assert_eq!((stuck.demand, stuck.renew_cover), (1_350, 700));
     }
 
     #[test]
@@ -382,7 +381,10 @@ mod tests {
             "the journal does not size the lease"
         );
         let stuck = sizing(&config, 1_000.0, Duration::ZERO, ms(9_000));
-        assert_eq!(stuck.journal_cover, 2_000, "at most one spend window");
+        assert_eq!(
+            stuck.journal_cover, 7_000,
+            "at most the usable TTL past the window"
+        );
     }
 
     #[test]
