@@ -10,8 +10,8 @@ use common::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use switchyard_core::{Purpose, QuotaLedger, QuotaScope, SystemClock};
-use switchyard_ledger::{BudgetSpec, LedgerConfig, LedgerNode};
+use switchyard_core::{Purpose, QuotaLedger, QuotaScope};
+use switchyard_ledger::{BudgetSpec, LedgerConfig};
 use tempfile::TempDir;
 
 #[derive(Default)]
@@ -38,25 +38,13 @@ fn failover_config(id: u64, dir: &TempDir) -> LedgerConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_wait_through_an_election_instead_of_failing() {
     let dir = TempDir::new().unwrap();
-    let mut nodes: Vec<LedgerNode> = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_with(failover_config(id, &dir), Arc::new(SystemClock)).await);
-    }
-    form_group(&nodes).await;
+    let mut nodes = group_with(3, |id| failover_config(id, &dir)).await;
     let scope = QuotaScope::caller("acme");
     nodes[0]
         .set_budget(scope.clone(), BudgetSpec::daily(100_000_000), "ops")
         .await
         .unwrap();
-    for node in &nodes {
-        let table = node.quota().leases().clone();
-        assert!(
-            eventually(Duration::from_secs(5), || table
-                .lease_snapshot(&scope)
-                .is_some_and(|l| l.epoch.is_some()))
-            .await
-        );
-    }
+    await_leases(&nodes, &scope).await;
     let leader = leader_index(&nodes);
     let old = nodes.remove(leader);
     let old_id = old.id();

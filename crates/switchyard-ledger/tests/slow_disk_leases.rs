@@ -14,8 +14,8 @@ use common::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use switchyard_core::{Purpose, QuotaLedger, QuotaScope, SystemClock};
-use switchyard_ledger::{BudgetSpec, LedgerConfig, LedgerNode, RaftTimings};
+use switchyard_core::{Purpose, QuotaLedger, QuotaScope};
+use switchyard_ledger::{BudgetSpec, LedgerConfig, RaftTimings};
 use tempfile::TempDir;
 
 const JOURNAL_STALL: Duration = Duration::from_millis(600);
@@ -59,26 +59,13 @@ struct Tally {
 /// refused). Before the warm-up ends leases are still sized for a quiet disk and may run dry.
 async fn run(latency_cover: f64) -> (u64, u64, u64) {
     let dir = TempDir::new().unwrap();
-    let mut nodes: Vec<LedgerNode> = Vec::new();
-    for id in 1..=3 {
-        let config = slow_disk_config(id, &dir, latency_cover);
-        nodes.push(start_with(config, Arc::new(SystemClock)).await);
-    }
-    form_group(&nodes).await;
+    let nodes = group_with(3, |id| slow_disk_config(id, &dir, latency_cover)).await;
     let scope = QuotaScope::caller("acme");
     nodes[0]
         .set_budget(scope.clone(), BudgetSpec::daily(1_000_000_000), "ops")
         .await
         .unwrap();
-    for node in &nodes {
-        let table = node.quota().leases().clone();
-        assert!(
-            eventually(Duration::from_secs(5), || table
-                .lease_snapshot(&scope)
-                .is_some_and(|l| l.epoch.is_some()))
-            .await
-        );
-    }
+    await_leases(&nodes, &scope).await;
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
     let judge_from = Instant::now() + WARM_UP;

@@ -6,10 +6,9 @@
 mod common;
 
 use common::*;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_core::{Purpose, QuotaError, QuotaLedger, QuotaScope, SystemClock};
-use switchyard_ledger::{BudgetSpec, LedgerConfig, LedgerNode};
+use switchyard_core::{Purpose, QuotaError, QuotaLedger, QuotaScope};
+use switchyard_ledger::{BudgetSpec, LedgerConfig};
 use tempfile::TempDir;
 
 /// Every flush of the leader sleeps this long: a renewal commits after it, well past the
@@ -27,11 +26,7 @@ fn slow_disk_config(id: u64, dir: &TempDir) -> LedgerConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_renewal_is_a_retry_not_a_spent_budget() {
     let dir = TempDir::new().unwrap();
-    let mut nodes: Vec<LedgerNode> = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_with(slow_disk_config(id, &dir), Arc::new(SystemClock)).await);
-    }
-    form_group(&nodes).await;
+    let nodes = group_with(3, |id| slow_disk_config(id, &dir)).await;
     let scope = QuotaScope::caller("acme");
     nodes[0]
         .set_budget(scope.clone(), BudgetSpec::daily(100_000_000), "ops")

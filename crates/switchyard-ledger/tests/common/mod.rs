@@ -89,3 +89,29 @@ pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> b
     }
     check()
 }
+
+/// Starts nodes 1..=`n` with the config `make` gives each (system clock) and forms them into
+/// one group.
+pub async fn group_with(n: u64, make: impl Fn(u64) -> LedgerConfig) -> Vec<LedgerNode> {
+    let mut nodes = Vec::new();
+    for id in 1..=n {
+        nodes.push(start_with(make(id), Arc::new(SystemClock)).await);
+    }
+    form_group(&nodes).await;
+    nodes
+}
+
+/// Waits until every node holds a granted lease on `scope`.
+pub async fn await_leases(nodes: &[LedgerNode], scope: &QuotaScope) {
+    for node in nodes {
+        let table = node.quota().leases().clone();
+        assert!(
+            eventually(Duration::from_secs(5), || table
+                .lease_snapshot(scope)
+                .is_some_and(|l| l.epoch.is_some()))
+            .await,
+            "node {} got no lease on {scope}",
+            node.id()
+        );
+    }
+}
