@@ -102,7 +102,10 @@ async fn a_batch_the_collector_refuses_or_cannot_take_is_dropped_and_counted() {
         exporter.send(span(n));
     }
     exporter.flush(Duration::from_secs(10)).await;
-    assert_eq!(posts.lock().len(), 1);
+    // How the four spans are cut into batches depends on when the exporter wakes; every one
+    // of them reached the collector once and was refused.
+    let posted: usize = posts.lock().iter().map(|(_, p)| spans_in(p)).sum();
+    assert_eq!(posted, 4);
     let failed = || {
         counters()
             .dropped
