@@ -87,7 +87,8 @@ pub(super) fn hook(runtime: &WarmupRuntime, planned: &Planned) -> FinishHook {
                 if stream {
                     completion_from_sse(&body, MAX_CAPTURE_BYTES)
                 } else {
-                    String::from_utf8(body.to_vec()).ok()
+                    // The captured bytes are this body's alone: taken, not copied.
+                    String::from_utf8(Vec::from(body)).ok()
                 }
             });
             match body {
