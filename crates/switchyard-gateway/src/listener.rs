@@ -4,7 +4,6 @@
 //! `listener.max_connections` are served at once (further ones wait in the accept queue).
 //! A shutdown stops accepting and lets open connections finish their responses.
 
-use axum::Router;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -17,10 +16,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_rustls::TlsAcceptor;
-use tower::ServiceExt;
 use tracing::{debug, warn};
 
 use crate::config::ListenerConfig;
+pub use crate::http::app::App;
 
 /// How long to back off when `accept` fails (file descriptors exhausted, say).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
@@ -62,7 +61,7 @@ impl ListenerMetrics {
 /// waits for the open connections to finish their in-flight responses.
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: App,
     config: &ListenerConfig,
     metrics: ListenerMetrics,
     tls: Option<TlsAcceptor>,
@@ -141,7 +140,7 @@ pub async fn bind_metrics(
 /// connection cap as the client listener) until the task is aborted; answers its address.
 pub fn spawn_metrics(
     (listener, addr): (TcpListener, std::net::SocketAddr),
-    app: Router,
+    app: App,
     config: &ListenerConfig,
     metrics: ListenerMetrics,
 ) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
@@ -163,7 +162,7 @@ pub fn spawn_metrics(
 
 async fn serve_connection<I>(
     io: I,
-    app: Router,
+    app: App,
     header_timeout: Duration,
     metrics: &ListenerMetrics,
     mut close_signal: watch::Receiver<bool>,
@@ -171,7 +170,7 @@ async fn serve_connection<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-        app.clone().oneshot(request.map(Body::new))
+        app.call(request.map(Body::new))
     });
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())

@@ -5,7 +5,8 @@
 //! character. Every request's span pays that for each of its fields. Fields the default
 //! treats specially (`message`, raw identifiers, `log.` metadata, errors) are handed to it.
 
-use std::fmt;
+use std::cell::RefCell;
+use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::field::{RecordFields, VisitOutput};
 use tracing_subscriber::fmt::FormatFields;
@@ -21,18 +22,44 @@ impl<'writer> FormatFields<'writer> for PlainFields {
         if writer.has_ansi_escapes() || !writer.sanitizes_ansi_escapes() {
             return DefaultFields::new().format_fields(writer, fields);
         }
-        let mut visitor = PlainVisitor {
-            writer,
-            is_empty: true,
-            result: Ok(()),
-        };
-        fields.record(&mut visitor);
-        visitor.result
+        // Written to a buffer of this thread's first, then to `writer` at once: the span's
+        // text would otherwise grow from empty a few bytes at a time, reallocating as it
+        // goes. A field whose formatting logs finds the buffer in use and gets its own.
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut out) => format_plain(&mut out, writer, fields),
+            Err(_) => format_plain(&mut String::new(), writer, fields),
+        })
     }
 }
 
+thread_local! {
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// A buffer that grew past this is dropped after use rather than kept by the thread.
+const SCRATCH_KEPT: usize = 4096;
+
+fn format_plain<R: RecordFields>(
+    out: &mut String,
+    mut writer: Writer<'_>,
+    fields: R,
+) -> fmt::Result {
+    out.clear();
+    let mut visitor = PlainVisitor {
+        out: &mut *out,
+        is_empty: true,
+        result: Ok(()),
+    };
+    fields.record(&mut visitor);
+    let result = visitor.result.and_then(|()| writer.write_str(out));
+    if out.capacity() > SCRATCH_KEPT {
+        *out = String::new();
+    }
+    result
+}
+
 struct PlainVisitor<'a> {
-    writer: Writer<'a>,
+    out: &'a mut String,
     /// Nothing written yet (no separating space before the next field).
     is_empty: bool,
     result: fmt::Result,
@@ -55,14 +82,14 @@ impl PlainVisitor<'_> {
             self.is_empty = false;
             Ok(())
         } else {
-            self.writer.write_char(' ')
+            self.out.write_char(' ')
         }
     }
 
     fn name(&mut self, field: &Field) -> fmt::Result {
         self.pad()?;
-        self.writer.write_str(field.name())?;
-        self.writer.write_char('=')
+        self.out.write_str(field.name())?;
+        self.out.write_char('=')
     }
 
     /// One field as the default writes it, to a buffer first: it skips `log.` metadata
@@ -77,7 +104,7 @@ impl PlainVisitor<'_> {
                 return Ok(());
             }
             self.pad()?;
-            self.writer.write_str(&text)
+            self.out.write_str(&text)
         });
     }
 }
@@ -92,11 +119,11 @@ impl Visit for PlainVisitor<'_> {
         }
         self.result = self.name(field).and_then(|()| {
             if needs_no_escape(value) {
-                self.writer.write_char('"')?;
-                self.writer.write_str(value)?;
-                self.writer.write_char('"')
+                self.out.write_char('"')?;
+                self.out.write_str(value)?;
+                self.out.write_char('"')
             } else {
-                write!(self.writer, "{value:?}")
+                write!(self.out, "{value:?}")
             }
         });
     }
@@ -117,7 +144,7 @@ impl Visit for PlainVisitor<'_> {
         }
         self.result = self
             .name(field)
-            .and_then(|()| write!(self.writer, "{value:?}"));
+            .and_then(|()| write!(self.out, "{value:?}"));
     }
 }
 

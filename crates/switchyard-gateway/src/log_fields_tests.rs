@@ -131,3 +131,41 @@ proptest! {
         same_as_default(&emit)?;
     }
 }
+
+/// A value that logs while it is being formatted.
+struct Chatty;
+
+impl fmt::Debug for Chatty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        tracing::info!(inside = "yes", "formatting");
+        f.write_str("chatty")
+    }
+}
+
+#[test]
+fn a_field_that_logs_while_it_is_written_reads_as_the_default_writes_it() {
+    let emit = || {
+        let span = tracing::info_span!("request", first = "one", chatty = ?Chatty, last = 3u64);
+        let _entered = span.enter();
+        tracing::info!(before = "x", chatty = ?Chatty, after = "y", "done");
+    };
+    // The dispatcher drops an event raised inside a subscriber's own callback, so the line
+    // reads as the default writes it, without the inner event.
+    let got = same_as_default(&emit).unwrap();
+    assert!(got.contains(r#"first="one" chatty=chatty last=3"#), "{got}");
+    assert!(
+        got.contains(r#"before="x" chatty=chatty after="y""#),
+        "{got}"
+    );
+}
+
+#[test]
+fn a_long_field_is_written_whole_and_the_next_line_reads_alike() {
+    let long = "w".repeat(3 * super::SCRATCH_KEPT);
+    let emit = || {
+        tracing::info!(text = long.as_str(), "long");
+        tracing::info!(text = "short", "then");
+    };
+    let got = same_as_default(&emit).unwrap();
+    assert!(got.contains(&long), "the whole field");
+}

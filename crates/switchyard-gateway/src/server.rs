@@ -407,14 +407,11 @@ pub async fn start_with(
         .filter(|_| !watch_interval.is_zero())
         .map(|path| spawn_file_watcher(Arc::clone(&live), path, watch_interval, overrides));
     let lifecycle = Arc::new(Lifecycle::new(state.stack.metrics.registry())?);
-    let app = crate::http::router(Arc::clone(&state)).layer(axum::middleware::from_fn_with_state(
-        Arc::clone(&lifecycle),
-        crate::lifecycle::middleware::guard,
-    ));
+    let app = crate::listener::App::client(Arc::clone(&state), Arc::clone(&lifecycle));
     let metrics_server = metrics_listener.map(|listener| {
         crate::listener::spawn_metrics(
             listener,
-            crate::http::metrics_router(Arc::clone(&state)),
+            crate::listener::App::router_only(crate::http::metrics_router(Arc::clone(&state))),
             &listener_config,
             listener_metrics.clone(),
         )

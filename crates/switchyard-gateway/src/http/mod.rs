@@ -1,6 +1,7 @@
 //! HTTP surface: the OpenAI endpoints, operational endpoints and the admin API.
 
 mod admin;
+pub mod app;
 mod chaos;
 mod cluster;
 mod inference;

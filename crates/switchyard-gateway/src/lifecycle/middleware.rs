@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::json;
+use std::future::Future;
 use std::sync::Arc;
 
 use super::Lifecycle;
@@ -23,6 +24,16 @@ pub async fn guard(
     request: Request,
     next: Next,
 ) -> Response {
+    guarded(&lifecycle, request, |request| next.run(request)).await
+}
+
+/// [`guard`] around `run` (the router's next step, or the direct inference route of
+/// `http::App`), so both paths answer a drain alike.
+pub async fn guarded<F, Fut>(lifecycle: &Arc<Lifecycle>, request: Request, run: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let path = request.uri().path();
     if is_probe(path) {
         if path == "/ready" && lifecycle.is_draining() {
@@ -32,7 +43,7 @@ pub async fn guard(
             )
                 .into_response();
         }
-        return next.run(request).await;
+        return run(request).await;
     }
     if lifecycle.is_refusing() {
         lifecycle.count_refusal();
@@ -46,7 +57,7 @@ pub async fn guard(
         return response;
     }
     let in_flight = lifecycle.enter();
-    let response = next.run(request).await;
+    let response = run(request).await;
     let (mut parts, body) = response.into_parts();
     if lifecycle.is_draining() {
         parts

@@ -3,11 +3,20 @@
 use prometheus::{IntCounterVec, Opts, Registry};
 use switchyard_warmup::downgrade::DowngradeMetrics;
 
+use super::Lazy;
+
 pub struct DegradationMetrics {
-    pub verdicts: IntCounterVec,
+    /// By verdict, indexed as [`VERDICTS`].
+    pub verdicts: Lazy<IntCounterVec, 4>,
     pub downgrades: DowngradeMetrics,
-    pub cache_fills: IntCounterVec,
+    /// By outcome, indexed as [`CACHE_FILLS`].
+    pub cache_fills: Lazy<IntCounterVec, 3>,
 }
+
+/// The `verdict` labels, by index into [`DegradationMetrics::verdicts`].
+pub const VERDICTS: [&str; 4] = ["serve", "serve_at", "cached_or_warmed_only", "fallback"];
+/// The `outcome` labels, by index into [`DegradationMetrics::cache_fills`].
+pub const CACHE_FILLS: [&str; 3] = ["stored", "not_captured", "not_ok"];
 
 impl DegradationMetrics {
     pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
@@ -28,11 +37,13 @@ impl DegradationMetrics {
         )?;
         registry.register(Box::new(verdicts.clone()))?;
         registry.register(Box::new(cache_fills.clone()))?;
-        for verdict in ["serve", "serve_at", "cached_or_warmed_only", "fallback"] {
-            verdicts.with_label_values(&[verdict]);
+        let verdicts = Lazy::new(verdicts);
+        for (index, verdict) in VERDICTS.iter().enumerate() {
+            verdicts.get(index, verdict);
         }
-        for outcome in ["stored", "not_captured", "not_ok"] {
-            cache_fills.with_label_values(&[outcome]);
+        let cache_fills = Lazy::new(cache_fills);
+        for (index, outcome) in CACHE_FILLS.iter().enumerate() {
+            cache_fills.get(index, outcome);
         }
         Ok(Self {
             verdicts,

@@ -74,10 +74,14 @@ pub struct MeteredBody {
     idle: Option<IdleTimer>,
 }
 
-/// Fires when the worker has sent nothing for `timeout`; re-armed by every frame.
+/// Fires when the worker has sent nothing for `timeout`; re-armed by every frame. The
+/// timer itself is made, and moved, only when the worker keeps the body waiting: most
+/// answers arrive whole, and every frame would otherwise move it in the timer wheel.
 struct IdleTimer {
     timeout: Duration,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// When the body began, or its last frame came.
+    last: tokio::time::Instant,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl MeteredBody {
@@ -111,7 +115,8 @@ impl MeteredBody {
     pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle = Some(IdleTimer {
             timeout,
-            sleep: Box::pin(tokio::time::sleep(timeout)),
+            last: tokio::time::Instant::now(),
+            sleep: None,
         });
         self
     }
@@ -119,8 +124,7 @@ impl MeteredBody {
     /// Bookkeeping for one frame from the worker, before it goes to the client.
     fn on_frame(&mut self, frame: &Frame<Bytes>) {
         if let Some(idle) = &mut self.idle {
-            let next = tokio::time::Instant::now() + idle.timeout;
-            idle.sleep.as_mut().reset(next);
+            idle.last = tokio::time::Instant::now();
         }
         if let Some(data) = frame.data_ref() {
             self.usage.observe(data);
@@ -154,9 +158,18 @@ impl MeteredBody {
 
     /// Whether the worker has been silent for the idle timeout.
     fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        self.idle
+        let Some(idle) = &mut self.idle else {
+            return false;
+        };
+        let deadline = idle.last + idle.timeout;
+        match &mut idle.sleep {
+            Some(sleep) if sleep.deadline() != deadline => sleep.as_mut().reset(deadline),
+            Some(_) => {}
+            None => idle.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+        idle.sleep
             .as_mut()
-            .is_some_and(|idle| idle.sleep.as_mut().poll(cx).is_ready())
+            .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
     }
 
     /// The worker stalled mid-answer: the call is a failure, the client gets an error it can

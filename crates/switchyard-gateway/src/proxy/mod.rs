@@ -30,6 +30,7 @@ pub mod deadline;
 mod degrade;
 mod engine_error;
 mod identity;
+mod in_span;
 mod metered_body;
 mod parse;
 mod retry;
@@ -46,7 +47,6 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
 use std::time::Instant;
 use switchyard_core::RequestTags;
-use tracing::Instrument;
 
 use self::context::RequestContext;
 use self::degrade::Plan;
@@ -106,7 +106,7 @@ pub async fn handle_at(
             caller,
         )
     };
-    async move {
+    let serve_request = async move {
         let ctx = RequestContext {
             stack: &state.stack,
             route,
@@ -131,9 +131,8 @@ pub async fn handle_at(
             tracing::Span::current().record("status", response.status().as_u16());
         }
         response
-    }
-    .instrument(span)
-    .await
+    };
+    in_span::in_span(span, serve_request).await
 }
 
 /// The stages, in order.

@@ -81,7 +81,10 @@ pub(super) async fn send_with_retries(
             "routed"
         );
         // The request's tags travel to the worker (and survive retries, purpose aside).
-        let mut tag_headers = vec![
+        // On the stack: a caller that cannot be a header value is left out.
+        let caller = HeaderValue::from_str(&tags.caller).ok();
+        let count = if caller.is_some() { 3 } else { 2 };
+        let tag_headers = [
             (
                 headers::PURPOSE,
                 HeaderValue::from_static(attempt_purpose.as_str()),
@@ -90,10 +93,12 @@ pub(super) async fn send_with_retries(
                 headers::PRIORITY,
                 HeaderValue::from_static(tags.priority.as_str()),
             ),
+            (
+                headers::CALLER,
+                caller.unwrap_or_else(|| HeaderValue::from_static("")),
+            ),
         ];
-        if let Ok(caller) = HeaderValue::from_str(&tags.caller) {
-            tag_headers.push((headers::CALLER, caller));
-        }
+        let tag_headers = &tag_headers[..count];
         let pace = deadline::WorkerPace::of(&worker);
         let first_byte_config = &config.upstream.first_byte;
         let first_byte = first_byte_config
@@ -114,7 +119,7 @@ pub(super) async fn send_with_retries(
             ctx,
             &worker,
             body.clone(),
-            &tag_headers,
+            tag_headers,
             (first_byte, due),
             &span_id,
         )

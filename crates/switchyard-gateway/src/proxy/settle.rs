@@ -13,6 +13,7 @@ use switchyard_warmup::downgrade::completion_from_sse;
 use super::context::RequestContext;
 use super::degrade::Planned;
 use crate::headers;
+use crate::metrics::degradation::CACHE_FILLS;
 use crate::state::WarmupRuntime;
 
 /// Largest answer copied for the response cache (the cache itself keeps less per shard);
@@ -78,25 +79,27 @@ pub(super) fn hook(runtime: &WarmupRuntime, planned: &Planned) -> FinishHook {
         let Some((key, cache, metrics, model)) = fill else {
             return;
         };
+        // Indices into `CACHE_FILLS`: stored, not captured, not ok.
         let outcome = if !finished.status.is_success() || finished.incomplete {
-            "not_ok"
+            2
         } else {
             let body = finished.body.and_then(|body| {
                 if stream {
                     completion_from_sse(&body, MAX_CAPTURE_BYTES)
                 } else {
-                    String::from_utf8(body.to_vec()).ok()
+                    // The captured bytes are this body's alone: taken, not copied.
+                    String::from_utf8(Vec::from(body)).ok()
                 }
             });
             match body {
                 Some(body) => {
                     cache.insert(key, &model, body);
-                    "stored"
+                    0
                 }
-                _ => "not_captured",
+                _ => 1,
             }
         };
-        metrics.cache_fills.with_label_values(&[outcome]).inc();
+        metrics.cache_fills.get(outcome, CACHE_FILLS[outcome]).inc();
     })
 }
 

@@ -7,7 +7,6 @@
 use parking_lot::Mutex;
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_router::stable_hash;
@@ -17,6 +16,10 @@ use crate::config::ResponseCacheConfig;
 use switchyard_core::WallClock;
 
 const SHARDS: usize = 16;
+
+#[path = "cache_shard.rs"]
+mod shard;
+use shard::{Shard, entry_bytes};
 
 /// Request fields already in the key (prompt, model), that do not change the answer, or
 /// that only bound its length (a cached answer is a fallback; its length is disclosed).
@@ -234,37 +237,6 @@ pub fn is_time_sensitive(
         .any(|pattern| prompt.contains(&pattern.to_lowercase()))
 }
 
-#[derive(Default)]
-struct Shard {
-    entries: HashMap<CacheKey, (Arc<CachedAnswer>, u64)>,
-    order: BTreeMap<u64, CacheKey>,
-    bytes: usize,
-    next_seq: u64,
-}
-
-impl Shard {
-    fn remove(&mut self, key: &CacheKey) -> Option<Arc<CachedAnswer>> {
-        let (answer, seq) = self.entries.remove(key)?;
-        self.order.remove(&seq);
-        self.bytes = self.bytes.saturating_sub(entry_bytes(key, &answer));
-        Some(answer)
-    }
-
-    fn touch(&mut self, key: &CacheKey) {
-        self.next_seq += 1;
-        let seq = self.next_seq;
-        if let Some(entry) = self.entries.get_mut(key) {
-            self.order.remove(&entry.1);
-            entry.1 = seq;
-            self.order.insert(seq, key.clone());
-        }
-    }
-}
-
-fn entry_bytes(key: &CacheKey, answer: &CachedAnswer) -> usize {
-    key.0.len() + answer.body.len() + answer.model.len()
-}
-
 pub struct ResponseCache {
     config: ResponseCacheConfig,
     clock: WallClock,
@@ -334,20 +306,7 @@ impl ResponseCache {
         }
         let mut shard = self.shards[key.shard()].lock();
         let (before_entries, before_bytes) = (shard.entries.len(), shard.bytes);
-        shard.remove(&key);
-        let mut evicted = 0;
-        while shard.entries.len() >= max_entries || shard.bytes + size > max_bytes {
-            let Some(oldest) = shard.order.first_key_value().map(|(_, key)| key.clone()) else {
-                break;
-            };
-            shard.remove(&oldest);
-            evicted += 1;
-        }
-        shard.next_seq += 1;
-        let seq = shard.next_seq;
-        shard.order.insert(seq, key.clone());
-        shard.entries.insert(key, (answer, seq));
-        shard.bytes += size;
+        let evicted = shard.put(key, answer, size, (max_entries, max_bytes));
         let (entries, bytes) = (shard.entries.len(), shard.bytes);
         drop(shard);
         self.evictions.inc_by(evicted);

@@ -6,17 +6,18 @@ use http::{HeaderValue, StatusCode, header};
 use switchyard_core::RequestTags;
 use switchyard_warmup::{DegradationConfig, DowngradeStep, Verdict, friendly_error};
 
+use crate::metrics::degradation::VERDICTS;
 use crate::proxy::context::RequestContext;
 use crate::state::WarmupRuntime;
 
 pub(super) fn count_verdict(runtime: &WarmupRuntime, verdict: Verdict) {
-    let label = match verdict {
-        Verdict::Serve => "serve",
-        Verdict::ServeAt(_) => "serve_at",
-        Verdict::CachedOrWarmedOnly => "cached_or_warmed_only",
-        Verdict::Fallback => "fallback",
+    let index = match verdict {
+        Verdict::Serve => 0,
+        Verdict::ServeAt(_) => 1,
+        Verdict::CachedOrWarmedOnly => 2,
+        Verdict::Fallback => 3,
     };
-    runtime.metrics.verdicts.with_label_values(&[label]).inc();
+    runtime.metrics.verdicts.get(index, VERDICTS[index]).inc();
 }
 
 pub(super) fn record(runtime: &WarmupRuntime, step: &DowngradeStep) {
