@@ -111,16 +111,6 @@ impl GroupPlan {
         let mut demand = units;
         let mut slots: Vec<Slot> = Vec::new();
         for &member in ranked {
-            if demand <= 0.0 {
-                break;
-            }
-            if demand < MIN_SLOT_UNITS {
-                if let Some(last) = slots.last_mut() {
-                    last.1 += demand;
-                    demand = 0.0;
-                    break;
-                }
-            }
             let Some(spare) = self.spare.get_mut(member as usize) else {
                 continue;
             };
@@ -128,9 +118,16 @@ impl GroupPlan {
             if take < MIN_SLOT_UNITS.min(demand) {
                 continue;
             }
-            slots.push((member, take));
             *spare -= take;
             demand -= take;
+            slots.push((member, take));
+            if demand < MIN_SLOT_UNITS {
+                if let Some(last) = slots.last_mut() {
+                    last.1 += demand;
+                }
+                demand = 0.0;
+                break;
+            }
         }
         if demand > 0.0 {
             if let Some(&first) = ranked.first() {
