@@ -86,7 +86,6 @@ fn replicas_whose_estimates_differ_a_little_place_nearly_every_conversation_alik
         }
         worst = worst.max(apart);
     }
-    // Rounding to whole quarter-workers made this 0.10 in the worst of these rounds.
     assert!(worst < 0.05, "{worst}");
 }
 
