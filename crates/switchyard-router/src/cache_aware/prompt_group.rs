@@ -41,11 +41,18 @@ pub(super) enum GroupPlacement {
 /// quarter worker: the prompts, least busy first, fill the workers of their own ranking up
 /// to `factor` × a worker's even share each (water-filling), so a prompt gets as few workers
 /// as its share needs and the workers end up evenly loaded. Least busy first because a busy
-/// prompt whose share moves by a unit then changes only its own last slot (moving a unit's
-/// worth of its conversations), where the other order would push the small prompts after it
-/// onto other workers, all of their conversations at once. Every replica builds the plan from
-/// its own share estimates, which agree but for noise, so replicas that share no events
-/// still disagree on the prompts whose share sits near a unit boundary.
+/// prompt whose share moves then changes only its own last slot, where the other order would
+/// push the small prompts after it onto other workers, all of their conversations at once.
+/// Every replica builds the plan from its own share estimates, which agree but for noise, so
+/// the plan follows the shares continuously, without rounding: a conversation draws its
+/// worker by weighted rendezvous, which moves only the conversations a weight change must
+/// move, so replicas whose estimates differ a little disagree on a little of the traffic.
+/// Rounding to whole units (with hysteresis) turned that small difference into a whole
+/// unit's worth of disagreement for every prompt near a rounding boundary, and kept it: two
+/// replicas that had rounded differently once went on disagreeing while their estimates
+/// agreed. Only slivers are avoided: a prompt's remainder below `MIN_SLOT_UNITS` joins its
+/// last slot rather than take another worker (whose copy of the prompt would cost more KV
+/// than that traffic saves), and a worker with less room than that is passed over.
 #[derive(Debug, Default)]
 pub(super) struct GroupPlan {
     ring: Option<Arc<Ring>>,
@@ -53,9 +60,6 @@ pub(super) struct GroupPlan {
     by_group: HashMap<u64, Vec<Slot>, BuildHasherDefault<PrehashedKey>>,
     /// Capacity left per ring member once the planned prompts took theirs.
     spare: Vec<f64>,
-    /// Each planned prompt's units at the last build: kept until its share moves clearly
-    /// past the next rounding boundary, so a share hovering at one does not re-plan.
-    units: HashMap<u64, f64, BuildHasherDefault<PrehashedKey>>,
 }
 
 /// A worker (ring member index) of a prompt's group and its part of the prompt's traffic.
@@ -78,59 +82,62 @@ impl GroupPlan {
         if same_ring && fresh {
             return;
         }
-        // In whole units of a quarter worker: shares that differ a little between replicas,
-        // or from one second to the next, round to the same plan.
         let members = ring.members().len();
-        let capacity = (factor * UNITS_PER_WORKER).floor().max(1.0);
+        let capacity = (factor * UNITS_PER_WORKER).max(1.0);
         self.spare = vec![capacity; members];
         self.by_group.clear();
-        let previous = std::mem::take(&mut self.units);
-        let units_of = |group: u64| {
-            let exact = shares.share(group) * members as f64 * UNITS_PER_WORKER;
-            let units = match previous.get(&group) {
-                Some(&kept) if (exact - kept).abs() < UNITS_HYSTERESIS => kept,
-                _ => exact.round(),
-            };
-            units.max(1.0)
-        };
+        let units_of = |group: u64| shares.share(group) * members as f64 * UNITS_PER_WORKER;
         let mut prompts: Vec<(f64, u64)> = shares
             .groups()
             .map(|group| (units_of(group), group))
             .collect();
-        prompts.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // The busiest are planned; rarer ones take one worker with room (`slots`).
+        prompts.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         prompts.truncate(MAX_PLANNED_PROMPTS);
+        prompts.reverse();
         for (units, group) in prompts {
             let ranked = ranking(ring, group);
-            let mut demand = units;
-            let mut slots: Vec<Slot> = Vec::new();
-            for &member in &ranked {
-                let Some(spare) = self.spare.get_mut(member as usize) else {
-                    continue;
-                };
-                let take = demand.min(*spare);
-                if take > 0.0 {
-                    slots.push((member, take));
-                    *spare -= take;
-                    demand -= take;
-                }
-                if demand <= 0.0 {
-                    break;
-                }
-            }
-            // Rounding asked for more than the fleet has: the prompt's first worker takes it.
-            if demand > 0.0 {
-                if let Some(&first) = ranked.first() {
-                    match slots.iter_mut().find(|slot| slot.0 == first) {
-                        Some(slot) => slot.1 += demand,
-                        None => slots.push((first, demand)),
-                    }
-                }
-            }
+            let slots = self.fill(&ranked, units);
             self.by_group.insert(group, slots);
-            self.units.insert(group, units);
         }
         self.ring = Some(Arc::clone(ring));
         self.built_at = Some(now);
+    }
+
+    /// Takes `units` of capacity for a prompt ranked `ranked`, in its order: no slot smaller
+    /// than `MIN_SLOT_UNITS` (a remainder that small joins the last slot, a worker with less
+    /// room is passed over); what the fleet lacks goes to the prompt's first worker.
+    fn fill(&mut self, ranked: &[u32], units: f64) -> Vec<Slot> {
+        let mut demand = units;
+        let mut slots: Vec<Slot> = Vec::new();
+        for &member in ranked {
+            let Some(spare) = self.spare.get_mut(member as usize) else {
+                continue;
+            };
+            let take = demand.min(*spare);
+            if take < MIN_SLOT_UNITS.min(demand) {
+                continue;
+            }
+            *spare -= take;
+            demand -= take;
+            slots.push((member, take));
+            if demand < MIN_SLOT_UNITS {
+                if let Some(last) = slots.last_mut() {
+                    last.1 += demand;
+                }
+                demand = 0.0;
+                break;
+            }
+        }
+        if demand > 0.0 {
+            if let Some(&first) = ranked.first() {
+                match slots.iter_mut().find(|slot| slot.0 == first) {
+                    Some(slot) => slot.1 += demand,
+                    None => slots.push((first, demand)),
+                }
+            }
+        }
+        slots
     }
 
     /// The slots of system prompt `group` ranked `ranking`: its planned ones, or for a prompt
@@ -151,9 +158,8 @@ impl GroupPlan {
 
 /// The plan's unit: a quarter of a worker's even share.
 const UNITS_PER_WORKER: f64 = 4.0;
-/// A prompt's units change only once its exact figure is this far from them (0.5 would be
-/// plain rounding).
-const UNITS_HYSTERESIS: f64 = 0.8;
+/// The smallest part of a prompt's traffic worth another worker (see `GroupPlan`).
+const MIN_SLOT_UNITS: f64 = 0.5;
 /// Prompts placed by the plan, busiest first; rarer ones take one worker with room.
 const MAX_PLANNED_PROMPTS: usize = 256;
 
@@ -226,6 +232,10 @@ pub(super) fn place(
 }
 
 #[cfg(test)]
+#[path = "prompt_group_plan_tests.rs"]
+mod plan_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::Candidate;
@@ -258,7 +268,7 @@ mod tests {
     fn the_plan_fills_each_prompt_over_as_few_workers_as_its_share_needs() {
         let ring = Arc::new(ring(4));
         let mut shares = GroupShares::new(Duration::from_secs(60), 16, 16);
-        // 75 %, 15 %, 10 %: 12, 2 and 2 quarter-worker units of 16.
+        // 75 %, 15 %, 10 %: 12, 2.4 and 1.6 quarter-worker units of 16.
         for (group, count) in [(1u64, 75), (2, 15), (3, 10)] {
             for _ in 0..count {
                 shares.record(group, Duration::ZERO);
@@ -267,7 +277,9 @@ mod tests {
         let mut plan = GroupPlan::default();
         plan.refresh(&ring, &shares, 1.0, Duration::ZERO, Duration::from_secs(1));
         let units = |group: u64| -> f64 { plan.slots(group, &[]).iter().map(|s| s.1).sum() };
-        assert_eq!((units(1), units(2), units(3)), (12.0, 2.0, 2.0));
+        for (group, expected) in [(1, 12.0), (2, 2.4), (3, 1.6)] {
+            assert!((units(group) - expected).abs() < 1e-9, "{}", units(group));
+        }
         assert!(plan.slots(1, &[]).len() >= 3, "{:?}", plan.slots(1, &[]));
         assert_eq!(plan.slots(2, &[]).len(), 1);
         assert_eq!(plan.slots(3, &[]).len(), 1);
@@ -278,7 +290,10 @@ mod tests {
                 per_worker[member as usize] += weight;
             }
         }
-        assert_eq!(per_worker, [4.0; 4]);
+        assert!(
+            per_worker.iter().all(|&w| (w - 4.0).abs() < 1e-9),
+            "{per_worker:?}"
+        );
         // Conversations of the busy prompt follow the weights; refused slots spill.
         let idle = loads(&ring, &[0; 4]);
         let slots = plan.slots(1, &[]);

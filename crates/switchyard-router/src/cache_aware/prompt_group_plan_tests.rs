@@ -1,0 +1,137 @@
+//! The group plan as replicas with slightly different share estimates build it.
+
+use super::*;
+use crate::policy::Candidate;
+use crate::ring::Member;
+
+fn ring(workers: u32) -> Arc<Ring> {
+    Arc::new(Ring::build(
+        (0..workers).map(|w| Member {
+            id: WorkerId(w),
+            name: Arc::from(format!("worker-{w}")),
+        }),
+        16,
+    ))
+}
+
+fn idle(ring: &Ring) -> CandidateLoads {
+    let candidates: Vec<Candidate> = ring
+        .members()
+        .iter()
+        .map(|member| Candidate {
+            id: member.id,
+            in_flight: 0,
+            reported: None,
+        })
+        .collect();
+    CandidateLoads::new(ring, &candidates)
+}
+
+/// A plan built from `counts` (prompt, requests).
+fn plan_of(ring: &Arc<Ring>, counts: &[(u64, f64)]) -> GroupPlan {
+    let mut shares = GroupShares::new(Duration::from_secs(3600), 4096, 16);
+    for &(group, count) in counts {
+        for _ in 0..count.round() as u64 {
+            shares.record(group, Duration::ZERO);
+        }
+    }
+    let mut plan = GroupPlan::default();
+    plan.refresh(ring, &shares, 1.0, Duration::ZERO, Duration::from_secs(1));
+    plan
+}
+
+fn units(plan: &GroupPlan, group: u64) -> f64 {
+    plan.slots(group, &[]).iter().map(|slot| slot.1).sum()
+}
+
+#[test]
+fn replicas_whose_estimates_differ_a_little_place_nearly_every_conversation_alike() {
+    let ring = ring(4);
+    let loads = idle(&ring);
+    // Eight prompts, Zipf-popular (one opens about a third of the conversations), as two
+    // replicas estimate them from the conversations each happened to see: each share off by
+    // up to 3 % of itself. Several prompts then sit across a quarter-worker boundary on one
+    // replica and not on the other (e.g. 6.07 against 5.89 units).
+    let zipf: f64 = (1..=8).map(|k| 1.0 / f64::from(k)).sum();
+    let mut worst = 0.0f64;
+    for round in 0..6u32 {
+        let wobble = |group: u32, sign: f64| {
+            let offset = f64::from((group * 7 + round * 3) % 7) / 6.0 - 0.5;
+            1.0 + sign * 0.06 * offset
+        };
+        let counts = |sign: f64| -> Vec<(u64, f64)> {
+            (1..=8u32)
+                .map(|k| {
+                    let share = 1.0 / f64::from(k) / zipf;
+                    (u64::from(k), 20_000.0 * share * wobble(k, sign))
+                })
+                .collect()
+        };
+        let (a, b) = (plan_of(&ring, &counts(1.0)), plan_of(&ring, &counts(-1.0)));
+        // Share of the fleet's conversations the two replicas send to different workers.
+        let mut apart = 0.0;
+        for k in 1..=8u64 {
+            let share = 1.0 / k as f64 / zipf;
+            let ranked = ranking(&ring, k);
+            let (slots_a, slots_b) = (a.slots(k, &ranked), b.slots(k, &ranked));
+            let differ = (0..2000u64)
+                .filter(|&c| {
+                    let conversation = k << 32 | c;
+                    let on_a = place(&ring, &loads, &slots_a, &ranked, conversation, |_, _| true);
+                    let on_b = place(&ring, &loads, &slots_b, &ranked, conversation, |_, _| true);
+                    on_a.map(|p| p.0) != on_b.map(|p| p.0)
+                })
+                .count();
+            apart += share * differ as f64 / 2000.0;
+        }
+        worst = worst.max(apart);
+    }
+    assert!(worst < 0.05, "{worst}");
+}
+
+#[test]
+fn no_prompt_takes_a_sliver_of_a_worker() {
+    let ring = ring(4);
+    // 27 % and 73 %: 4.32 and 11.68 units. The small prompt's remainder beyond its first
+    // worker (0.32 units) stays with it rather than copy the prompt onto a second worker.
+    let plan = plan_of(&ring, &[(1, 2700.0), (2, 7300.0)]);
+    let small = plan.slots(1, &[]);
+    assert_eq!(small.len(), 1, "{small:?}");
+    assert!((units(&plan, 1) - 4.32).abs() < 1e-9);
+    let busy = plan.slots(2, &[]);
+    assert_eq!(busy.len(), 3, "{busy:?}");
+    assert!(busy.iter().all(|slot| slot.0 != small[0].0), "{busy:?}");
+    assert!((units(&plan, 2) - 11.68).abs() < 1e-9);
+
+    // A worker left with less room than half a unit is passed over by the next prompt.
+    let first = |group: u64| ranking(&ring, group)[0];
+    let (light, heavy) = (1u64..)
+        .flat_map(|a| (a + 1..a + 64).map(move |b| (a, b)))
+        .find(|&(a, b)| first(a) == first(b))
+        .expect("two prompts ranking the same worker first");
+    // 3.7 units leave 0.3 on their worker; the heavy prompt (12.3) takes the other three.
+    let plan = plan_of(&ring, &[(light, 3700.0), (heavy, 12_300.0)]);
+    let heavy_slots = plan.slots(heavy, &[]);
+    assert!(
+        heavy_slots.iter().all(|slot| slot.0 != first(light)),
+        "{heavy_slots:?}"
+    );
+    assert_eq!(heavy_slots.len(), 3, "{heavy_slots:?}");
+    assert!((units(&plan, heavy) - 12.3).abs() < 1e-9);
+}
+
+#[test]
+fn past_the_planned_prompt_limit_the_busiest_are_planned() {
+    let ring = ring(4);
+    // One prompt with 40 % of the traffic among 300 rare ones.
+    let mut counts: Vec<(u64, f64)> = (1..=300u64).map(|group| (group, 10.0)).collect();
+    counts.push((1000, 2000.0));
+    let plan = plan_of(&ring, &counts);
+    assert!(plan.by_group.contains_key(&1000));
+    assert!(
+        plan.slots(1000, &[]).len() >= 2,
+        "{:?}",
+        plan.slots(1000, &[])
+    );
+    assert_eq!(plan.by_group.len(), MAX_PLANNED_PROMPTS);
+}
