@@ -98,11 +98,24 @@ tokens_per_day = 110
 
     // 30 requests spread over the replicas against a budget of 10 requests' worth.
     let mut served = 0u64;
+    let mut from_cache = 0u64;
     let mut refused = 0u64;
     for i in 0..30 {
         let reply = tenant_chat(&bases[i % 3], "sk-a", &chat("sim-llama", "hi", false)).await;
         match reply.status.as_u16() {
-            200 => served += 1,
+            200 => {
+                served += 1;
+                // A tenant close to its budget may be answered from the response cache (its own
+                // earlier answer to the same request), marked degraded; only the rest reach the worker.
+                if reply.header("x-switchyard-degraded").is_some() {
+                    assert!(
+                        reply.header("x-switchyard-cache-age").is_some(),
+                        "{}",
+                        reply.body
+                    );
+                    from_cache += 1;
+                }
+            }
             429 | 503 => {
                 assert!(reply.header("retry-after").is_some(), "{}", reply.body);
                 refused += 1;
@@ -124,5 +137,6 @@ tokens_per_day = 110
         .iter()
         .filter(|h| h.starts_with("post"))
         .count() as u64;
-    assert_eq!(forwarded, served);
+    assert_eq!(forwarded, served - from_cache);
+    assert!(forwarded >= 3, "only {forwarded} reached the worker");
 }
