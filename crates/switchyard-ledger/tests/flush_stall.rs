@@ -7,9 +7,7 @@
 mod common;
 
 use common::*;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_core::SystemClock;
 use switchyard_ledger::{LedgerNode, RaftTimings};
 use tempfile::TempDir;
 
@@ -32,22 +30,14 @@ fn flushes(registry: &prometheus::Registry) -> (u64, f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stalled_in_every_flush_keeps_its_term() {
     let dir = TempDir::new().unwrap();
-    let mut nodes = Vec::new();
-    let mut registries = Vec::new();
-    for id in 1..=3 {
+    let (nodes, registries) = group_with_registries(3, |id| {
         let mut config = config(id, &dir, "127.0.0.1:0");
         // The production timings: followers stand after 1.2–1.6 s without a heartbeat.
         config.raft = RaftTimings::default();
         config.write_timeout = Duration::from_secs(10);
-        let registry = prometheus::Registry::new();
-        nodes.push(
-            LedgerNode::start(config, &registry, Arc::new(SystemClock))
-                .await
-                .unwrap(),
-        );
-        registries.push(registry);
-    }
-    form_group(&nodes).await;
+        config
+    })
+    .await;
     let leader = leader_index(&nodes);
     let term_before = term(&nodes[leader]);
     // One shared disk: every replica's flushes stall, the leader's included.

@@ -12,10 +12,8 @@ mod common;
 
 use common::*;
 use std::future::Future;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use switchyard_core::SystemClock;
 use switchyard_ledger::command::LedgerRequest;
 use switchyard_ledger::{Command, LedgerNode};
 use tempfile::TempDir;
@@ -40,23 +38,15 @@ fn flush_count(registry: &prometheus::Registry) -> u64 {
 /// (its leader lease, the maximum, plus a drawn election timeout). Returns the nodes, their
 /// registries and the leader's index.
 async fn group(dir: &TempDir) -> (Vec<LedgerNode>, Vec<prometheus::Registry>, usize) {
-    let mut nodes = Vec::new();
-    let mut registries = Vec::new();
-    for id in 1..=3 {
+    let (nodes, registries) = group_with_registries(3, |id| {
         let mut config = config(id, dir, "127.0.0.1:0");
         config.raft.heartbeat_interval_ms = 200;
         config.raft.election_timeout_min_ms = 400;
         config.raft.election_timeout_max_ms = 600;
         config.write_timeout = Duration::from_secs(10);
-        let registry = prometheus::Registry::new();
-        nodes.push(
-            LedgerNode::start(config, &registry, Arc::new(SystemClock))
-                .await
-                .unwrap(),
-        );
-        registries.push(registry);
-    }
-    form_group(&nodes).await;
+        config
+    })
+    .await;
     let leader = leader_index(&nodes);
     (nodes, registries, leader)
 }

@@ -101,6 +101,26 @@ pub async fn group_with(n: u64, make: impl Fn(u64) -> LedgerConfig) -> Vec<Ledge
     nodes
 }
 
+/// As [`group_with`], each node with its own metrics registry (returned in node order).
+pub async fn group_with_registries(
+    n: u64,
+    make: impl Fn(u64) -> LedgerConfig,
+) -> (Vec<LedgerNode>, Vec<prometheus::Registry>) {
+    let mut nodes = Vec::new();
+    let mut registries = Vec::new();
+    for id in 1..=n {
+        let registry = prometheus::Registry::new();
+        nodes.push(
+            LedgerNode::start(make(id), &registry, Arc::new(SystemClock))
+                .await
+                .unwrap(),
+        );
+        registries.push(registry);
+    }
+    form_group(&nodes).await;
+    (nodes, registries)
+}
+
 /// Waits until every node holds a granted lease on `scope`.
 pub async fn await_leases(nodes: &[LedgerNode], scope: &QuotaScope) {
     for node in nodes {
