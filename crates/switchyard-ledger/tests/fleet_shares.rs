@@ -27,17 +27,7 @@ async fn budget_everywhere(nodes: &[LedgerNode], scope: &QuotaScope, spec: Budge
         .set_budget(scope.clone(), spec, "ops")
         .await
         .unwrap();
-    for node in nodes {
-        let table = node.quota().leases().clone();
-        assert!(
-            eventually(Duration::from_secs(5), || table
-                .lease_snapshot(scope)
-                .is_some_and(|l| l.epoch.is_some()))
-            .await,
-            "node {} got no lease",
-            node.id()
-        );
-    }
+    await_leases(nodes, scope).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,18 +23,6 @@ struct Tally {
     unavailable: AtomicU64,
 }
 
-async fn hold_leases(nodes: &[LedgerNode], scope: &QuotaScope) {
-    for node in nodes {
-        let table = node.quota().leases().clone();
-        assert!(
-            eventually(Duration::from_secs(5), || table
-                .lease_snapshot(scope)
-                .is_some_and(|l| l.epoch.is_some()))
-            .await
-        );
-    }
-}
-
 /// `tasks` concurrent clients per node, each sending requests one after another until the
 /// budget refuses it (or `max_requests`).
 async fn drive(
@@ -85,7 +73,7 @@ async fn leases_running_dry_under_load_make_requests_wait_not_fail() {
         .set_budget(scope.clone(), BudgetSpec::daily(10_000_000), "ops")
         .await
         .unwrap();
-    hold_leases(&nodes, &scope).await;
+    await_leases(&nodes, &scope).await;
     // Leases start at the 500-token minimum demand: 20 clients per node drain one in a
     // few requests, many times over.
     let tally = drive(&nodes, 20, 25, Duration::from_millis(2)).await;
@@ -115,7 +103,7 @@ async fn three_replicas_spend_nearly_the_whole_budget_and_never_more() {
         .set_budget(scope.clone(), spec, "ops")
         .await
         .unwrap();
-    hold_leases(&nodes, &scope).await;
+    await_leases(&nodes, &scope).await;
     let tally = drive(&nodes, 4, usize::MAX, Duration::from_millis(5)).await;
     let admitted = tally.admitted_tokens.load(Ordering::Relaxed);
     assert_eq!(tally.unavailable.load(Ordering::Relaxed), 0, "no 503s");
