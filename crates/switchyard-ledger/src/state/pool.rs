@@ -279,6 +279,12 @@ impl Pool {
         } else {
             remaining * demand / total_demand.max(1)
         };
+        // Other holders' demands are as of their last renewal, so a burst on this node can
+        // outbid replicas whose demand has grown since: no lease is raised past an even
+        // share of what is left, and a replica renewing after the others still finds its
+        // share instead of a budget held elsewhere (a false "exhausted" while 1/n remains).
+        let even = remaining / (self.leases.len().max(1) as u128);
+        let fair = fair.min(even);
         let fair = match self.spec.max_lease_tokens {
             0 => fair,
             cap => fair.min(u128::from(cap)),
@@ -379,13 +385,50 @@ mod tests {
         let mut pool = Pool::new(spec(1000, 0), 0, None);
         let a = pool.grant(&id, &req(1, None, 0, 0, 300), 0).unwrap();
         assert_eq!(a.granted_total, 300);
-        // Node 2 wants 2100: demand 300 + 2100 > 1000 left, so it gets what is free (700)
-        // capped by its fair share 1000 * 2100 / 2400 = 875.
-        let b = pool.grant(&id, &req(2, None, 0, 0, 2100), 0).unwrap();
-        assert_eq!(b.granted_total, 700);
-        assert_eq!(pool.committed(), 1000);
-        let c = pool.grant(&id, &req(3, None, 0, 0, 10), 0);
-        assert!(matches!(c, Err(LeaseDenied::Exhausted { .. })));
+        // Node 2 wants 1100: demand 300 + 1100 > 1000 left, so its fair share is
+        // 1000 * 1100 / 1400 = 785, within what is free (700) and what is left per lease (500).
+        let b = pool.grant(&id, &req(2, None, 0, 0, 1100), 0).unwrap();
+        assert_eq!(b.granted_total, 500);
+        // Node 3 wants 10: its share of the oversubscribed rest is 1000 * 10 / 1410 = 7.
+        let c = pool.grant(&id, &req(3, None, 0, 0, 10), 0).unwrap();
+        assert_eq!(c.granted_total, 7);
+        assert_eq!(pool.committed(), 807);
+        // Node 3 asks for more than is free: it gets the free rest, then nothing is left.
+        let c = pool
+            .grant(&id, &req(3, Some(c.epoch), 0, 7, 5000), 0)
+            .unwrap();
+        assert_eq!(c.granted_total, 200);
+        let d = pool.grant(&id, &req(4, None, 0, 0, 10), 0);
+        assert!(matches!(d, Err(LeaseDenied::Exhausted { .. })));
+    }
+
+    #[test]
+    fn a_burst_cannot_outbid_holders_whose_demand_is_stale() {
+        // Three replicas hold the minimum lease; then all three see a burst far above the
+        // budget. Their demands in the ledger are as of the minimum, so the first two to
+        // renew would take it all and the third would be refused while 1/3 is unspent.
+        let id = PoolId::Budget(QuotaScope::caller("a"));
+        let mut pool = Pool::new(spec(60_000, 60), 0, None);
+        let epochs: Vec<u64> = (1..=3)
+            .map(|node| {
+                pool.grant(&id, &req(node, None, 0, 0, 500), 0)
+                    .unwrap()
+                    .epoch
+            })
+            .collect();
+        let renew = |pool: &mut Pool, node: u64| {
+            let epoch = epochs[node as usize - 1];
+            pool.grant(&id, &req(node, Some(epoch), 500, 500, 30_000), 10)
+                .unwrap()
+                .granted_total
+        };
+        let first = renew(&mut pool, 1);
+        let second = renew(&mut pool, 2);
+        let third = renew(&mut pool, 3);
+        assert!(first <= 500 + 60_000 / 3, "first renewal took {first}");
+        assert!(second <= 500 + 60_000 / 3, "second renewal took {second}");
+        assert!(third >= 500 + 15_000, "the last to renew got only {third}");
+        assert!(pool.committed() <= 60_000);
     }
 
     #[test]
