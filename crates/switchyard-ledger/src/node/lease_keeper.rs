@@ -290,9 +290,10 @@ impl LeaseKeeper {
 /// renewal and journal-sync latencies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Sizing {
-    /// Tokens to ask for: `spend_window` plus a few renewal latencies of spend, × headroom.
+    /// Tokens to ask for: `spend_window` plus `renew_cover`'s time of spend, × headroom.
     pub demand: u64,
-    /// Renew before less than this is left of a grant.
+    /// Renew before less than this is left of a grant: the spend during a few renewals
+    /// and the journal syncs that make a grant's fresh tokens spendable.
     pub renew_cover: u64,
     /// Keep the journal's ceiling at least this far ahead of the spend.
     pub journal_cover: u64,
@@ -314,7 +315,12 @@ pub(crate) fn sizing(
         .as_secs_f64();
     let most = (usable - window).max(0.0);
     let cover = |latency: Duration| (latency.as_secs_f64() * config.latency_cover).min(most);
-    let renewal_cover = cover(renewal_latency);
+    // A grant's new tokens are spendable only once the journal has synced a ceiling past
+    // the old grant, which starts when the grant arrives: the lease renews early enough to
+    // cover a renewal and then a sync. Covering the renewal alone stalled reservations on
+    // the ceiling whenever a sync took longer than a renewal (a slow journal disk beside a
+    // quick Raft commit).
+    let renewal_cover = cover(renewal_latency.saturating_add(journal_latency));
     // Float to integer casts saturate (and NaN is 0): a misconfigured factor cannot panic.
     let tokens = |seconds: f64| (rate * seconds).max(0.0).round() as u64;
     Sizing {
@@ -376,10 +382,11 @@ mod tests {
         let config = config();
         let slow_disk = sizing(&config, 1_000.0, Duration::ZERO, ms(150));
         assert_eq!(slow_disk.journal_cover, 450);
-        assert_eq!(
-            slow_disk.demand, 3_000,
-            "the journal does not size the lease"
-        );
+        // The fresh tokens of a renewal wait for a sync: the lease renews before less than
+        // a few syncs of spend are left, and asks for that much more.
+        assert_eq!((slow_disk.renew_cover, slow_disk.demand), (450, 3_675));
+        let both = sizing(&config, 1_000.0, ms(100), ms(150));
+        assert_eq!((both.renew_cover, both.journal_cover), (750, 450));
         let stuck = sizing(&config, 1_000.0, Duration::ZERO, ms(9_000));
         assert_eq!(
             stuck.journal_cover, 7_000,
