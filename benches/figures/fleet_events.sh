@@ -22,6 +22,7 @@
 #
 # Bounded: every case is DURATION s (default 60) plus start-up; CASES picks a subset
 # (event:mode:replicas, e.g. "restart:cluster:3"), SEEDS the seeds.
+# shellcheck source=benches/figures/lib.sh
 source "$(dirname "$0")/lib.sh"
 fig_init "fleet_events${FIG_SUFFIX:-}"
 

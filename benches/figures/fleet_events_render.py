@@ -17,8 +17,8 @@ taken CONTROL_BEFORE_MS earlier, over a window as long as the event's, with noth
 is the churn the run has anyway.
 """
 
+import hashlib
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -55,12 +55,17 @@ def moves(conversations, start, end):
         last, nxt = before[-1], after[0]
         rows.append({
             "conversation": number,
+            # Which system prompt (conversations are grouped by it): a short digest.
+            "prompt": hashlib.sha1(turns[0]["messages"][0]["content"].encode()).hexdigest()[:8],
             "home": last["worker"],
             "home_turn_streaming_at_event": last["sent_ms"] + (last.get("e2e_ms") or 0) > start,
             "next": nxt["worker"],
             "next_target": nxt["target"],
             "turns_during_event": sum(1 for t in turns if start <= t["sent_ms"] < end),
             "moved": nxt["worker"] != last["worker"],
+            # Every answered turn after the event: [replica, worker], to see a move followed
+            # (or a conversation split between workers).
+            "after": [[t["target"], t["worker"]] for t in after],
         })
     return rows
 
@@ -181,6 +186,24 @@ def topology(case):
     return f"{case['replicas']} {case['mode']}"
 
 
+def after_restart(summary):
+    """Later turns of the conversations the restarted replica moved: where each replica sent
+    them (None when the summary predates the per-turn record)."""
+    rows = summary["conversations_in_progress"]
+    if not rows or "after" not in rows[0]:
+        return None
+    replica = summary["replica"]
+    counts = {"it_new": 0, "it_home": 0, "others_home": 0, "others_new": 0, "elsewhere": 0}
+    for row in rows:
+        if not (row["moved"] and row["next_target"] == replica):
+            continue
+        for target, worker in row["after"][1:]:
+            side = "it" if target == replica else "others"
+            where = "new" if worker == row["next"] else "home" if worker == row["home"] else None
+            counts[f"{side}_{where}" if where else "elsewhere"] += 1
+    return counts
+
+
 def event_detail(case):
     s = case["summary"]
     if case["event"] == "leave":
@@ -190,10 +213,16 @@ def event_detail(case):
     if case["event"] == "join":
         return (f"{s['moved_to_joined']} of the moved to {s['joined']}; "
                 f"{s['answered_by_joined_after']} answered by it after")
-    return (f"replica {s['replica']}: back healthy {s['healthy_after_kill_ms']} ms after the kill; "
+    text = (f"replica {s['replica']}: back healthy {s['healthy_after_kill_ms']} ms after the kill; "
             f"next turn via it {s['moved_via_restarted']}/{s['via_restarted']} moved "
             f"({fmt(s['moved_via_restarted_share'])}), via the others "
             f"{fmt(s['moved_via_others_share'])}")
+    split = after_restart(s)
+    if split is not None:
+        text += (f"; later turns of those it moved: via it {split['it_new']} on the new worker, "
+                 f"{split['it_home']} on the old; via the others {split['others_home']} on the old, "
+                 f"{split['others_new']} on the new, {split['elsewhere']} elsewhere")
+    return text
 
 
 def failed_detail(case):
@@ -202,10 +231,20 @@ def failed_detail(case):
     if case["event"] == "restart":
         text += (f" ({s['failed_in_flight_at_kill']} in flight on it at the kill, "
                  f"{s['failed_to_restarted_during_event']} of {s['sent_to_restarted_during_event']} "
-                 f"sent to it while down)")
+                 f"sent to it from the kill until it listed its workers routable)")
     elif s["failed"]:
         text += f" ({s['failed_before_event']}/{s['failed_during_event']}/{s['failed_after_event']} before/during/after)"
     return text
+
+
+def disturbed(case):
+    """A run already churning before the event (the control over the goal) or failing
+    requests before it: its moved share says more about the run than about the event."""
+    s = case["summary"]
+    control = s["control_moved_share"]
+    # The requests a killed replica was serving fail because of the event, not before it.
+    failed_before = s["failed_before_event"] - s.get("failed_in_flight_at_kill", 0)
+    return (control is not None and control > GOAL) or failed_before > 0
 
 
 def goal_text(case):
@@ -215,11 +254,13 @@ def goal_text(case):
     if case["event"] == "leave":
         total = "met" if s["moved_share"] <= GOAL else "over"
         beyond = s["moved_beyond_departed_share"]
-        return f"total {total}; beyond {'met' if beyond is not None and beyond <= GOAL else 'over'}"
-    return "met" if s["moved_share"] <= GOAL else "over"
+        text = f"total {total}; beyond {'met' if beyond is not None and beyond <= GOAL else 'over'}"
+    else:
+        text = "met" if s["moved_share"] <= GOAL else "over"
+    return text + (" (disturbed run)" if disturbed(case) else "")
 
 
-def render(meta):
+def render(meta, notes=None):
     all_cases = list(cases(meta))
     rows = []
     for case in all_cases:
@@ -258,7 +299,8 @@ def render(meta):
             spread([s["in_progress"] for s in ss]).replace(".000", ""),
             spread([s["moved_share"] for s in ss]), beyond, via,
             spread([s["control_moved_share"] for s in ss]),
-            sum(1 for c in group if goal_text(c) in ("met", "total met; beyond met")),
+            sum(1 for c in group if goal_text(c).split(" (")[0] in ("met", "total met; beyond met")),
+            sum(1 for c in group if disturbed(c)),
         ])
     sizing = []
     for value in meta.get("sizing", []):
@@ -285,14 +327,16 @@ def render(meta):
             "before. For leave, the moved that lived on the departed worker had to move; "
             "*beyond* = the others that moved, over all in progress. *control* = the same measure "
             f"{CONTROL_BEFORE_MS // 1000} s before the event over a window as long as the event's, "
-            "with nothing happening (the churn the run has anyway). Goal (issue 12): ≤ 1.2/N = "
+            "with nothing happening (the churn the run has anyway); a run is *disturbed* when "
+            "that control is over the goal or requests failed before the event, beyond those a killed replica was serving (its moved share "
+            "then says more about the run than about the event). Goal (issue 12): ≤ 1.2/N = "
             f"{GOAL:.2f} with N = {WORKERS}. A failed turn ends its conversation in the load tool, "
             "so conversations whose turn failed during a restart are not in progress after it.",
         ),
         "## Summary (range over seeds)",
         "",
         table(["event", "replicas", "seeds", "in progress", "moved share", "beyond the departed's",
-               "moved via the restarted replica", "control (no event)", "runs meeting ≤ 0.30"],
+               "moved via the restarted replica", "control (no event)", "runs meeting ≤ 0.30", "disturbed runs"],
               summary),
         "",
         "## Every run",
@@ -312,6 +356,9 @@ def render(meta):
         dedup_commands(meta),
         "",
     ]
+    if notes is not None and notes.exists():
+        parts[-4:-4] = ["## Notes (written after the run, from the summaries above)", "",
+                        notes.read_text().strip(), ""]
     return "\n".join(parts)
 
 
@@ -319,7 +366,10 @@ def main():
     if len(sys.argv) == 6 and sys.argv[1] == "analyse":
         analyse(*sys.argv[2:6])
     elif len(sys.argv) == 4 and sys.argv[1] == "render":
-        Path(sys.argv[3]).write_text(render(read_meta(sys.argv[2])))
+        out = Path(sys.argv[3])
+        # Hand-written reading of the run, kept beside the page when there is one.
+        notes = out.with_name(out.stem + "_notes.md")
+        out.write_text(render(read_meta(sys.argv[2]), notes))
     else:
         sys.exit(__doc__)
 
