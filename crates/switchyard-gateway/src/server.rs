@@ -7,6 +7,7 @@ use switchyard_core::QuotaLedger;
 use switchyard_router::{DiscardAffinity, PolicyContext, RoutingPolicy, build_policy};
 
 use crate::cluster::{LedgerRuntime, affinity};
+use switchyard_ledger::LedgerNode;
 use switchyard_workers::{
     Registry, RegistryObserver, RegistryOptions, Routability, WorkerHandle, build_http_client,
 };
@@ -59,11 +60,23 @@ pub enum StartError {
 struct MembershipObserver {
     policy: Arc<dyn RoutingPolicy>,
     metrics: Arc<Metrics>,
+    /// The replicated affinity records, when this replica is in a Raft group.
+    ledger: Option<Arc<LedgerNode>>,
 }
 
 impl RegistryObserver for MembershipObserver {
     fn worker_added(&self, worker: &Arc<WorkerHandle>) {
         self.policy.worker_added(worker.id(), worker.name());
+        if let Some(node) = &self.ledger {
+            let records = node.affinity_records_naming(worker.name());
+            let applied = affinity::apply_records_naming(&records, worker.name(), &*self.policy);
+            if applied > 0 {
+                info!(
+                    worker = worker.name(),
+                    applied, "affinity records caught up"
+                );
+            }
+        }
     }
 
     fn worker_removed(&self, worker: &Arc<WorkerHandle>) {
@@ -291,6 +304,9 @@ pub async fn start_with(
     let observer = Arc::new(MembershipObserver {
         policy: Arc::clone(&policy),
         metrics: Arc::clone(&metrics),
+        ledger: ledger_runtime
+            .as_ref()
+            .map(|runtime| Arc::clone(&runtime.node)),
     });
     let registry_options = RegistryOptions::new(config.health.clone(), metrics.registry());
     let (registry, registry_task) =

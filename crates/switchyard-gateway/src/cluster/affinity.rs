@@ -95,6 +95,25 @@ fn to_event(record: &AffinityRecord) -> AffinityEvent {
     }
 }
 
+/// Applies `records` that point at `worker` to the policy; returns how many. A policy ignores
+/// a record naming a worker it does not know, and a replica that starts (or restarts) receives
+/// the group's records before its workers are registered, as it does a record naming a worker
+/// another replica added first: so each worker, once added here, catches up on the records
+/// that name it. The ledger keeps only each key's latest record, so this restores what the
+/// group decided last.
+pub fn apply_records_naming<'r>(
+    records: impl IntoIterator<Item = &'r AffinityRecord>,
+    worker: &str,
+    policy: &dyn RoutingPolicy,
+) -> usize {
+    let mut applied = 0;
+    for record in records.into_iter().filter(|record| record.worker == worker) {
+        policy.apply_affinity(&to_event(record));
+        applied += 1;
+    }
+    applied
+}
+
 /// Applies every replicated record to the policy: first those already applied before this
 /// process subscribed, then each new one.
 pub fn spawn_applier(node: Arc<LedgerNode>, policy: Arc<dyn RoutingPolicy>) -> JoinHandle<()> {
@@ -119,4 +138,54 @@ pub fn spawn_applier(node: Arc<LedgerNode>, policy: Arc<dyn RoutingPolicy>) -> J
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_core::WorkerId;
+    use switchyard_router::{PolicyContext, RoutingConfig, build_policy};
+
+    fn record(prefix_key: u64, worker: &str) -> AffinityRecord {
+        AffinityRecord {
+            prefix_key,
+            prefix: String::new(),
+            worker: worker.to_string(),
+            displaced: Vec::new(),
+            reason: "load_move".to_string(),
+            at_ms: 1,
+            log_index: prefix_key,
+        }
+    }
+
+    fn cache_aware() -> Arc<dyn RoutingPolicy> {
+        let config = RoutingConfig {
+            policy: "cache_aware".to_string(),
+            ..RoutingConfig::default()
+        };
+        build_policy(&config, PolicyContext::default()).expect("policy")
+    }
+
+    #[test]
+    fn records_received_before_their_worker_apply_once_it_is_added() {
+        let policy = cache_aware();
+        policy.worker_added(WorkerId(1), "sim-0");
+        let records = [record(7, "sim-1"), record(8, "sim-1"), record(9, "sim-0")];
+        // What a replica starting up sees: the group's records before sim-1 is registered.
+        for record in &records {
+            policy.apply_affinity(&to_event(record));
+        }
+        let before = policy.stats();
+        assert_eq!(before.affinity_events_ignored, 2);
+        assert_eq!(before.placement_overrides, 1);
+
+        policy.worker_added(WorkerId(2), "sim-1");
+        assert_eq!(apply_records_naming(&records, "sim-1", &*policy), 2);
+        let after = policy.stats();
+        assert_eq!(after.placement_overrides, 3);
+        assert_eq!(after.affinity_events_applied, 3);
+        // Records naming other workers are left alone.
+        assert_eq!(apply_records_naming(&records, "sim-2", &*policy), 0);
+        assert_eq!(policy.stats().affinity_events_applied, 3);
+    }
 }

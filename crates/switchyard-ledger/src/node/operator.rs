@@ -147,6 +147,20 @@ impl LedgerNode {
             .collect()
     }
 
+    /// The affinity records applied on this node that point at `worker`: what a router that
+    /// has just learned of that worker must catch up on.
+    pub fn affinity_records_naming(&self, worker: &str) -> Vec<AffinityRecord> {
+        self.core
+            .state
+            .read()
+            .affinity
+            .by_prefix
+            .values()
+            .filter(|record| record.worker == worker)
+            .cloned()
+            .collect()
+    }
+
     /// Runs `f` on the state this node has applied so far, without the linearizable read
     /// barrier: what this replica holds now, which may lag the leader. For comparing
     /// replicas (the chaos suite); operators want `read`.
