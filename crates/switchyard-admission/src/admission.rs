@@ -150,10 +150,9 @@ impl Admission {
         let waited = started.elapsed();
         let capacity_refusal = slot.as_ref().is_err_and(|refused| refused.is_capacity());
         inner.record_queued(capacity_refusal, slot.is_ok() && tags.client_retry == 0);
-        let outcome = if slot.is_ok() { "admitted" } else { "refused" };
         inner
             .metrics
-            .queue_wait(tags.priority, outcome, waited.as_secs_f64());
+            .queue_wait(tags.priority, slot.is_ok(), waited.as_secs_f64());
         let slot = match slot {
             Ok(slot) => slot,
             Err(refused) => {
