@@ -72,12 +72,8 @@ impl Admission {
         let inner = &self.inner;
         match inner.identity.resolve(headers, inner.clock.now()) {
             Ok(tags) => {
-                let outcome = if &*tags.caller == crate::identity::ANONYMOUS {
-                    "anonymous"
-                } else {
-                    "tenant"
-                };
-                inner.metrics.identity(outcome);
+                let anonymous = &*tags.caller == crate::identity::ANONYMOUS;
+                inner.metrics.identified(anonymous);
                 Ok(tags)
             }
             Err(error) => {

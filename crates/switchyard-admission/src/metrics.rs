@@ -83,6 +83,9 @@ pub(crate) struct AdmissionMetrics {
     admitted: IntCounterVec,
     refusals: IntCounterVec,
     identity: IntCounterVec,
+    /// The `anonymous` and `tenant` series of `identity`, kept on first use: every request
+    /// counts one.
+    identified: [OnceLock<IntCounter>; 2],
     client_retries: IntCounterVec,
     state: IntGaugeVec,
     transitions: IntCounterVec,
@@ -263,6 +266,7 @@ impl AdmissionMetrics {
             admitted,
             refusals,
             identity,
+            identified: Default::default(),
             client_retries,
             state,
             transitions,
@@ -301,6 +305,15 @@ impl AdmissionMetrics {
 
     pub(crate) fn identity(&self, outcome: &str) {
         self.identity.with_label_values(&[outcome]).inc();
+    }
+
+    /// [`Self::identity`] for a request that was identified: as an anonymous caller or as
+    /// a tenant.
+    pub(crate) fn identified(&self, anonymous: bool) {
+        let outcome = if anonymous { "anonymous" } else { "tenant" };
+        self.identified[usize::from(!anonymous)]
+            .get_or_init(|| self.identity.with_label_values(&[outcome]))
+            .inc();
     }
 
     pub(crate) fn client_retry(&self, outcome: &str) {
@@ -417,5 +430,13 @@ mod tests {
         assert_eq!(count("P0", "wfq"), Some(2.0));
         assert_eq!(count("P2", "free_slot"), Some(1.0));
         assert_eq!(count("P1", "guarantee"), Some(0.0), "made up front");
+        metrics.identified(true);
+        metrics.identified(false);
+        metrics.identified(false);
+        metrics.identity("unauthorized");
+        let identity = |outcome: &str| metrics.identity.with_label_values(&[outcome]).get();
+        assert_eq!(identity("anonymous"), 1);
+        assert_eq!(identity("tenant"), 2);
+        assert_eq!(identity("unauthorized"), 1);
     }
 }
