@@ -72,12 +72,8 @@ impl Admission {
         let inner = &self.inner;
         match inner.identity.resolve(headers, inner.clock.now()) {
             Ok(tags) => {
-                let outcome = if &*tags.caller == crate::identity::ANONYMOUS {
-                    "anonymous"
-                } else {
-                    "tenant"
-                };
-                inner.metrics.identity(outcome);
+                let anonymous = &*tags.caller == crate::identity::ANONYMOUS;
+                inner.metrics.identified(anonymous);
                 Ok(tags)
             }
             Err(error) => {
@@ -150,10 +146,9 @@ impl Admission {
         let waited = started.elapsed();
         let capacity_refusal = slot.as_ref().is_err_and(|refused| refused.is_capacity());
         inner.record_queued(capacity_refusal, slot.is_ok() && tags.client_retry == 0);
-        let outcome = if slot.is_ok() { "admitted" } else { "refused" };
         inner
             .metrics
-            .queue_wait(tags.priority, outcome, waited.as_secs_f64());
+            .queue_wait(tags.priority, slot.is_ok(), waited.as_secs_f64());
         let slot = match slot {
             Ok(slot) => slot,
             Err(refused) => {

@@ -2,8 +2,10 @@
 //! gate and code (fixed sets), caller (top-N tenants + `anonymous`/`unknown`/`other`).
 
 use prometheus::{
-    Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry,
 };
+use std::sync::OnceLock;
 use switchyard_core::Priority;
 
 use crate::capacity::adaptive::Decision;
@@ -28,6 +30,10 @@ impl DispatchPath {
         DispatchPath::Wfq,
     ];
 
+    fn index(self) -> usize {
+        self as usize
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             DispatchPath::Free => "free_slot",
@@ -51,14 +57,14 @@ pub(crate) struct QueueGauges {
     pub(crate) adaptive_limit: IntGauge,
     /// What the adaptive limit did on each update, by decision.
     pub(crate) adaptive_decisions: IntCounterVec,
-    pub(crate) dispatches: IntCounterVec,
+    /// The dispatch counters by class and path, looked up once: every admission counts one,
+    /// and finding a series by its label values hashes them.
+    pub(crate) dispatches: [[IntCounter; 3]; 3],
 }
 
 impl QueueGauges {
     pub(crate) fn dispatched(&self, class: Priority, path: DispatchPath) {
-        self.dispatches
-            .with_label_values(&[class.as_str(), path.as_str()])
-            .inc();
+        self.dispatches[class.index()][path.index()].inc();
     }
 
     pub(crate) fn adaptive_decided(&self, decision: Decision) {
@@ -71,9 +77,15 @@ impl QueueGauges {
 pub(crate) struct AdmissionMetrics {
     pub(crate) queue: QueueGauges,
     queue_wait: HistogramVec,
+    /// Series of `queue_wait` by class, then admitted or refused, each made on first use (as
+    /// `with_label_values` makes it) and kept: every admission observes one.
+    queue_wait_series: [[OnceLock<Histogram>; 2]; 3],
     admitted: IntCounterVec,
     refusals: IntCounterVec,
     identity: IntCounterVec,
+    /// The `anonymous` and `tenant` series of `identity`, kept on first use: every request
+    /// counts one.
+    identified: [OnceLock<IntCounter>; 2],
     client_retries: IntCounterVec,
     state: IntGaugeVec,
     transitions: IntCounterVec,
@@ -123,11 +135,10 @@ impl AdmissionMetrics {
             ),
             &["class", "path"],
         )?;
-        for class in Priority::ALL {
-            for path in DispatchPath::ALL {
-                dispatches.with_label_values(&[class.as_str(), path.as_str()]);
-            }
-        }
+        let dispatch_counts = Priority::ALL.map(|class| {
+            DispatchPath::ALL
+                .map(|path| dispatches.with_label_values(&[class.as_str(), path.as_str()]))
+        });
         let queue_wait = HistogramVec::new(
             HistogramOpts::new(
                 "switchyard_admission_queue_wait_seconds",
@@ -248,12 +259,14 @@ impl AdmissionMetrics {
                 capacity,
                 adaptive_limit,
                 adaptive_decisions,
-                dispatches,
+                dispatches: dispatch_counts,
             },
             queue_wait,
+            queue_wait_series: Default::default(),
             admitted,
             refusals,
             identity,
+            identified: Default::default(),
             client_retries,
             state,
             transitions,
@@ -268,9 +281,13 @@ impl AdmissionMetrics {
         Ok(metrics)
     }
 
-    pub(crate) fn queue_wait(&self, class: Priority, outcome: &str, seconds: f64) {
-        self.queue_wait
-            .with_label_values(&[class.as_str(), outcome])
+    pub(crate) fn queue_wait(&self, class: Priority, admitted: bool, seconds: f64) {
+        let outcome = if admitted { "admitted" } else { "refused" };
+        self.queue_wait_series[class.index()][usize::from(!admitted)]
+            .get_or_init(|| {
+                self.queue_wait
+                    .with_label_values(&[class.as_str(), outcome])
+            })
             .observe(seconds);
     }
 
@@ -288,6 +305,15 @@ impl AdmissionMetrics {
 
     pub(crate) fn identity(&self, outcome: &str) {
         self.identity.with_label_values(&[outcome]).inc();
+    }
+
+    /// [`Self::identity`] for a request that was identified: as an anonymous caller or as
+    /// a tenant.
+    pub(crate) fn identified(&self, anonymous: bool) {
+        let outcome = if anonymous { "anonymous" } else { "tenant" };
+        self.identified[usize::from(!anonymous)]
+            .get_or_init(|| self.identity.with_label_values(&[outcome]))
+            .inc();
     }
 
     pub(crate) fn client_retry(&self, outcome: &str) {
@@ -347,8 +373,70 @@ impl QueueGauges {
                 &["decision"],
             )
             .unwrap(),
-            dispatches: IntCounterVec::new(Opts::new("dispatches", "test"), &["class", "path"])
-                .unwrap(),
+            dispatches: {
+                let vec = IntCounterVec::new(Opts::new("dispatches", "test"), &["class", "path"])
+                    .unwrap();
+                Priority::ALL.map(|class| {
+                    DispatchPath::ALL
+                        .map(|path| vec.with_label_values(&[class.as_str(), path.as_str()]))
+                })
+            },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_series_count_under_their_own_labels() {
+        let registry = Registry::new();
+        let metrics = AdmissionMetrics::new(&registry).unwrap();
+        metrics.queue_wait(Priority::P1, true, 0.5);
+        metrics.queue_wait(Priority::P1, true, 0.25);
+        metrics.queue_wait(Priority::P2, false, 2.0);
+        let wait = |class: &str, outcome: &str| {
+            let series = metrics.queue_wait.with_label_values(&[class, outcome]);
+            (series.get_sample_count(), series.get_sample_sum())
+        };
+        assert_eq!(wait("P1", "admitted"), (2, 0.75));
+        assert_eq!(wait("P2", "refused"), (1, 2.0));
+        assert_eq!(wait("P1", "refused"), (0, 0.0));
+        assert_eq!(wait("P0", "admitted"), (0, 0.0));
+        metrics.queue.dispatched(Priority::P0, DispatchPath::Wfq);
+        metrics.queue.dispatched(Priority::P0, DispatchPath::Wfq);
+        metrics.queue.dispatched(Priority::P2, DispatchPath::Free);
+        let families = registry.gather();
+        let dispatches = families
+            .iter()
+            .find(|family| family.name() == "switchyard_admission_dispatches_total")
+            .unwrap();
+        let count = |class: &str, path: &str| {
+            dispatches
+                .get_metric()
+                .iter()
+                .find(|metric| {
+                    let labels = metric.get_label();
+                    labels
+                        .iter()
+                        .any(|l| l.name() == "class" && l.value() == class)
+                        && labels
+                            .iter()
+                            .any(|l| l.name() == "path" && l.value() == path)
+                })
+                .map(|metric| metric.get_counter().get_value())
+        };
+        assert_eq!(count("P0", "wfq"), Some(2.0));
+        assert_eq!(count("P2", "free_slot"), Some(1.0));
+        assert_eq!(count("P1", "guarantee"), Some(0.0), "made up front");
+        metrics.identified(true);
+        metrics.identified(false);
+        metrics.identified(false);
+        metrics.identity("unauthorized");
+        let identity = |outcome: &str| metrics.identity.with_label_values(&[outcome]).get();
+        assert_eq!(identity("anonymous"), 1);
+        assert_eq!(identity("tenant"), 2);
+        assert_eq!(identity("unauthorized"), 1);
     }
 }

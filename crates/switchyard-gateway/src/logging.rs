@@ -33,8 +33,34 @@ pub enum LogFormat {
 pub fn init(format: LogFormat, otlp: Option<Exporter>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let spans = otlp.map(|exporter| {
+        OtlpLayer::new(exporter).with_filter(
+            tracing_subscriber::filter::filter_fn(OtlpLayer::exports)
+                .with_max_level_hint(tracing::Level::DEBUG),
+        )
+    });
+    match spans {
+        Some(spans) => tracing_subscriber::registry()
+            .with(lines(format).with_filter(filter))
+            .with(spans)
+            .init(),
+        // The log lines alone: their filter is the whole subscriber's. As a per-layer filter
+        // it would cost every entry into and exit from a span a look-up of the layers the
+        // span is enabled for, and the request span is entered on every poll.
+        None => tracing_subscriber::registry()
+            .with(filter)
+            .with(lines(format))
+            .init(),
+    }
+}
+
+/// The log lines to stderr, in `format`.
+fn lines<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let lines = match format {
+    match format {
         LogFormat::Text if std::io::IsTerminal::is_terminal(&std::io::stderr()) => {
             lines.with_ansi(true).boxed()
         }
@@ -45,17 +71,7 @@ pub fn init(format: LogFormat, otlp: Option<Exporter>) {
             .fmt_fields(JsonFields)
             .event_format(JsonLines)
             .boxed(),
-    };
-    let spans = otlp.map(|exporter| {
-        OtlpLayer::new(exporter).with_filter(
-            tracing_subscriber::filter::filter_fn(OtlpLayer::exports)
-                .with_max_level_hint(tracing::Level::DEBUG),
-        )
-    });
-    tracing_subscriber::registry()
-        .with(lines.with_filter(filter))
-        .with(spans)
-        .init();
+    }
 }
 
 /// Span fields kept as JSON object text, merged when a span records more fields later.

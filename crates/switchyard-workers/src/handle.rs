@@ -28,6 +28,9 @@ pub struct WorkerHandle {
     /// `http`, or `https` for a worker behind TLS.
     scheme: Scheme,
     authority: Authority,
+    /// The URIs of [`PREBUILT_PATHS`] on this worker, built once here: nearly every request
+    /// goes to one of them, and building one per attempt parses and copies its path.
+    prebuilt_uris: Vec<(&'static str, Uri)>,
     /// The `Host` header for requests to this worker (what the HTTP client would otherwise
     /// format for every request), and the worker's name as a header value.
     host_header: Option<HeaderValue>,
@@ -71,6 +74,14 @@ impl WorkerHandle {
         let authority = uri.authority()?.clone();
         let scheme = uri.scheme()?.clone();
         let host_header = host_header(&uri);
+        let prebuilt_uris = PREBUILT_PATHS
+            .iter()
+            .filter_map(|path| {
+                let path_and_query = PathAndQuery::from_static(path);
+                let uri = build_uri(&scheme, &authority, path_and_query).ok()?;
+                Some((*path, uri))
+            })
+            .collect();
         let breaker = BreakerParams::from_config(&ctx.config.load().breaker);
         Some(Self {
             id,
@@ -78,6 +89,7 @@ impl WorkerHandle {
             base_url: spec.base_url().to_string(),
             scheme,
             authority,
+            prebuilt_uris,
             host_header,
             name_header: HeaderValue::from_str(&spec.name).ok(),
             health_path: spec.health_path.clone(),
@@ -151,11 +163,10 @@ impl WorkerHandle {
 
     /// The upstream URI for `path` (which must start with `/`).
     pub fn uri_for(&self, path: &str) -> Result<Uri, http::Error> {
-        Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(PathAndQuery::try_from(path)?)
-            .build()
+        if let Some((_, uri)) = self.prebuilt_uris.iter().find(|(known, _)| *known == path) {
+            return Ok(uri.clone());
+        }
+        build_uri(&self.scheme, &self.authority, PathAndQuery::try_from(path)?)
     }
 
     /// The `Host` header for a request to this worker: its host, and its port unless that is
@@ -220,6 +231,22 @@ impl WorkerHandle {
             }
         }
     }
+}
+
+/// The worker paths whose URIs each handle keeps ready: chat and completions, where nearly
+/// every request goes.
+const PREBUILT_PATHS: [&str; 2] = ["/v1/chat/completions", "/v1/completions"];
+
+fn build_uri(
+    scheme: &Scheme,
+    authority: &Authority,
+    path_and_query: PathAndQuery,
+) -> Result<Uri, http::Error> {
+    Uri::builder()
+        .scheme(scheme.clone())
+        .authority(authority.clone())
+        .path_and_query(path_and_query)
+        .build()
 }
 
 /// Decrements the worker's in-flight count on drop.
@@ -341,6 +368,38 @@ pub(crate) mod tests {
             w.uri_for("/v1/models").unwrap().to_string(),
             "http://127.0.0.1:9000/v1/models"
         );
+    }
+
+    #[test]
+    fn prebuilt_uris_equal_the_ones_built_per_call() {
+        for url in ["http://127.0.0.1:9000/", "https://w1", "http://[::1]:8000"] {
+            let spec = WorkerSpec {
+                name: "a".into(),
+                url: url.into(),
+                models: None,
+                health_path: None,
+                engine: None,
+            };
+            let w = WorkerHandle::new(WorkerId(1), &spec, &test_context()).unwrap();
+            assert_eq!(w.prebuilt_uris.len(), PREBUILT_PATHS.len());
+            for path in PREBUILT_PATHS
+                .iter()
+                .chain(&["/v1/embeddings", "/v1/models?x=1"])
+            {
+                let built = build_uri(
+                    &w.scheme,
+                    &w.authority,
+                    PathAndQuery::try_from(*path).unwrap(),
+                )
+                .unwrap();
+                let uri = w.uri_for(path).unwrap();
+                assert_eq!(uri, built);
+                assert_eq!(uri.to_string(), built.to_string());
+                assert_eq!(uri.scheme(), built.scheme());
+                assert_eq!(uri.authority(), built.authority());
+                assert_eq!(uri.path_and_query(), built.path_and_query());
+            }
+        }
     }
 
     #[test]

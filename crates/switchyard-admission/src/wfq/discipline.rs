@@ -200,6 +200,12 @@ impl WfqCore {
         self.index.len()
     }
 
+    /// Whether [`Self::pop_first`] could answer anything: some class has a waiter and is
+    /// not paused.
+    pub(crate) fn any_eligible(&self) -> bool {
+        self.eligible().contains(&true)
+    }
+
     fn eligible(&self) -> [bool; 3] {
         [0, 1, 2].map(|i| self.classes[i].len > 0 && !self.paused[i])
     }

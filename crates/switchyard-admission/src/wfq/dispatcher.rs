@@ -405,6 +405,12 @@ impl Dispatcher {
     /// WFQ order; past a capacity cut, only P0 within its guarantee.
     fn dispatch(&self, state: &mut DispatchState) {
         loop {
+            // Nobody to hand a slot to (as on every release while the queues are empty):
+            // `pop_first` would find nothing, and the guarantees it is given cost more to
+            // work out than the rest of the release.
+            if !state.core.any_eligible() {
+                break;
+            }
             let first = if state.in_use < state.capacity {
                 state.below_guarantee()
             } else if state.core.len(Priority::P0) > 0 && state.fits(Priority::P0) {

@@ -118,7 +118,9 @@ pub async fn handle_at(
             started: Instant::now(),
         };
         let in_flight = GatewayInFlight::enter(&state.stack.metrics);
-        let mut response = match serve(&state, &ctx, tags, body, in_flight).await {
+        // On the heap: the stages' state is several kilobytes, and every future that holds
+        // it inline (this one, the span's, the listener's) is copied whole each time it moves.
+        let mut response = match Box::pin(serve(&state, &ctx, tags, body, in_flight)).await {
             Ok(response) => response,
             Err(error) => refused(&ctx, error),
         };

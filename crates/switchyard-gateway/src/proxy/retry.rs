@@ -106,7 +106,7 @@ pub(super) async fn send_with_retries(
             .unwrap_or_else(|| config.upstream.request_timeout());
         let due = first_byte_config.bytes_due(&pace, request, prompt_tokens);
         // The attempt's span id is the parent the worker sees in `traceparent`.
-        let span_id = crate::telemetry::new_span_id();
+        let span_id = crate::telemetry::SpanId::fresh();
         let span = tracing::debug_span!(
             "attempt",
             worker = worker.name(),
@@ -121,7 +121,7 @@ pub(super) async fn send_with_retries(
             body.clone(),
             tag_headers,
             (first_byte, due),
-            &span_id,
+            span_id.as_str(),
         )
         .instrument(span.clone());
         let failure = match attempt.await {

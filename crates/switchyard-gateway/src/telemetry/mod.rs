@@ -18,5 +18,5 @@ mod layer;
 
 pub use export::{Exporter, OtlpOptions, TelemetryCounters, counters};
 pub(crate) use fields::JsonFieldVisitor;
-pub use ids::new_span_id;
+pub use ids::{SpanId, new_span_id};
 pub use layer::{EXPORTED_SPANS, OtlpLayer, exports_spans};

@@ -218,3 +218,22 @@ fn the_newest_waiter_of_a_less_urgent_class_is_the_one_shed() {
     assert_eq!(core.remove_newest(Priority::P0), None);
     assert_eq!(core.total(), 1);
 }
+
+#[test]
+fn eligible_means_pop_first_has_an_answer() {
+    let mut core = WfqCore::new(WEIGHTS, MINIMUMS);
+    let first = [false; 3];
+    assert!(!core.any_eligible(), "empty");
+    assert_eq!(core.pop_first(first), None);
+    core.push(1, Priority::P2, caller("a"));
+    core.set_paused(Priority::P2, true);
+    assert!(!core.any_eligible(), "only a paused class waits");
+    assert_eq!(core.pop_first(first), None);
+    core.set_paused(Priority::P2, false);
+    assert!(core.any_eligible());
+    assert_eq!(core.pop_first(first), Some((1, Priority::P2, false)));
+    assert!(!core.any_eligible(), "served");
+    core.push(2, Priority::P1, caller("a"));
+    assert!(core.remove(2));
+    assert!(!core.any_eligible(), "removed");
+}
