@@ -130,8 +130,9 @@ run_case() {
         --json "$FIG_DATA/$name.oracle.json" >/dev/null
     # Where the latency went (per turn, per worker, the slowest 1 %), from the same trace.
     python3 "$FIG_DIR/fleet_affinity_trace.py" "$trace" "$FIG_DATA/$name.latency.json"
-    # The trace holds every prompt in full (tens of MB): summarised above, not kept.
-    rm -f "$trace"
+    # The trace holds every prompt in full (tens of MB): summarised above, not kept unless
+    # FIG_KEEP_WORK=1 keeps the work dir for a closer look.
+    [[ "${FIG_KEEP_WORK:-0}" == 1 ]] || rm -f "$trace"
     meta case "$seed	$mode	$replicas	$policy	$workload	${flag:-default}	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)"
     for i in "${pids[@]}"; do stop_pid "$i"; done
 }
