@@ -137,26 +137,26 @@ impl LedgerNode {
 
     /// All affinity records applied on this node (local, for a router starting up).
     pub fn affinity_records(&self) -> Vec<AffinityRecord> {
-        self.core
-            .state
-            .read()
-            .affinity
-            .by_prefix
-            .values()
-            .cloned()
-            .collect()
+        self.affinity_records_where(|_| true)
     }
 
     /// The affinity records applied on this node that point at `worker`: what a router that
     /// has just learned of that worker must catch up on.
     pub fn affinity_records_naming(&self, worker: &str) -> Vec<AffinityRecord> {
+        self.affinity_records_where(|record| record.worker == worker)
+    }
+
+    fn affinity_records_where(
+        &self,
+        keep: impl Fn(&AffinityRecord) -> bool,
+    ) -> Vec<AffinityRecord> {
         self.core
             .state
             .read()
             .affinity
             .by_prefix
             .values()
-            .filter(|record| record.worker == worker)
+            .filter(|record| keep(record))
             .cloned()
             .collect()
     }
