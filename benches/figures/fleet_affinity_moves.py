@@ -39,20 +39,25 @@ def analyse(path):
         conversations[opening(request["messages"])].append(request)
     later, moved = Counter(), Counter()
     by_knowledge = Counter()
-    ttft_moved, ttft_stayed, ttft_all = [], [], []
+    ttft_moved, ttft_stayed, ttft_all, ttft_unmoved = [], [], [], []
     for turns in conversations.values():
         turns.sort(key=lambda r: r["sent_ms"])
         seen_by, previous = set(), None
         for request in turns:
-            if request.get("ttft_ms") is not None:
-                ttft_all.append(request["ttft_ms"])
+            ttft = request.get("ttft_ms")
+            moved_turn = False
+            if request.get("worker") is not None and previous is not None:
+                moved_turn = request["worker"] != previous["worker"]
+            if ttft is not None:
+                ttft_all.append(ttft)
+                if not moved_turn:
+                    ttft_unmoved.append(ttft)
             if request.get("worker") is None:
                 continue
             if previous is not None:
                 window = int((request["sent_ms"] - start) / 10_000) * 10
                 later[window] += 1
-                ttft = request.get("ttft_ms")
-                if request["worker"] != previous["worker"]:
+                if moved_turn:
                     moved[window] += 1
                     by_knowledge["seen" if request["target"] in seen_by else "unseen"] += 1
                     if ttft is not None:
@@ -61,9 +66,6 @@ def analyse(path):
                     ttft_stayed.append(ttft)
             seen_by.add(request["target"])
             previous = request
-    without_moved = sorted(ttft_all)
-    for value in ttft_moved:
-        without_moved.remove(value)
     return {
         "trace": path,
         "conversations": len(conversations),
@@ -78,7 +80,7 @@ def analyse(path):
         "ttft_ms_stayed_p50_p99": [quantile(ttft_stayed, 0.5), quantile(ttft_stayed, 0.99)],
         "ttft_ms_p99_all_vs_without_moved": [
             quantile(ttft_all, 0.99),
-            quantile(without_moved, 0.99),
+            quantile(ttft_unmoved, 0.99),
         ],
     }
 
