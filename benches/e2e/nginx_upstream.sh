@@ -22,6 +22,9 @@
 #   RATE          open-loop offered req/s; 0 = skip the open-loop runs [6400]
 #   RATE_SECONDS  open-loop run length                                 [10]
 #   ROUNDS        times the whole interleaved sweep is repeated        [3]
+#   ORDER         alternate = even rounds run the targets in reverse order, so a host that
+#                 speeds up or slows down during the sitting favours no target; fixed = the
+#                 TARGETS order every round                            [alternate]
 #   TARGETS       any of: direct switchyard switchyard_b smg           ["direct switchyard smg"]
 #   BIN_B, ENV_B  switchyard_b: a second switchyard (binary BIN_B/switchyard, default BIN's,
 #                 run under `env ENV_B`, e.g. ENV_B='TOKIO_WORKER_THREADS=1'), measured in the
@@ -50,6 +53,7 @@ WRK_THREADS=${WRK_THREADS:-2}
 RATE=${RATE:-6400}
 RATE_SECONDS=${RATE_SECONDS:-10}
 ROUNDS=${ROUNDS:-3}
+ORDER=${ORDER:-alternate}
 TARGETS=${TARGETS:-"direct switchyard smg"}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
 PIN_SERVER=${PIN_SERVER:-}
@@ -89,7 +93,7 @@ if [[ " $TARGETS " == *" switchyard_b "* ]]; then [[ -x $BIN_B/switchyard ]] || 
     echo "switchyard: $BIN/switchyard, commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
     [[ " $TARGETS " == *" switchyard_b "* ]] && echo "switchyard_b: $BIN_B/switchyard under env ${ENV_B:-(nothing)}"
     echo "settings: DURATION=$DURATION CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS RATE=$RATE" \
-        "RATE_SECONDS=$RATE_SECONDS ROUNDS=$ROUNDS NGINX_WORKERS=$NGINX_WORKERS" \
+        "RATE_SECONDS=$RATE_SECONDS ROUNDS=$ROUNDS ORDER=$ORDER NGINX_WORKERS=$NGINX_WORKERS" \
         "PIN_SERVER='$PIN_SERVER' PIN_LOAD='$PIN_LOAD'"
 } | tee "$OUT_DIR/machine.txt"
 
@@ -185,10 +189,13 @@ EOF
     [[ $(cut -f5,6 <<<"$row") == $'0\t0' ]] || FAILED=1
 }
 
+REVERSED=$(tr ' ' '\n' <<<"$TARGETS" | grep -v '^$' | tac | tr '\n' ' ')
 for round in $(seq "$ROUNDS"); do
-    for target in $TARGETS; do saturation "$round" "$target"; done
+    order=$TARGETS
+    if [[ $ORDER == alternate ]] && ((round % 2 == 0)); then order=$REVERSED; fi
+    for target in $order; do saturation "$round" "$target"; done
     if [[ $RATE != 0 ]]; then
-        for target in $TARGETS; do open_loop "$round" "$target"; done
+        for target in $order; do open_loop "$round" "$target"; done
     fi
 done
 
