@@ -171,7 +171,11 @@ pub async fn attempt(
     let rescued = || AttemptFailure::Rescued { worker: name() };
     let deadline = tokio::time::Instant::now() + limit;
     // On the worker's own keep-alive connections: no pool key hashed to find or return one.
-    let response = match within(worker.send(request), deadline, &mut filtered).await {
+    // Boxed: the exchange's state (the request, the connection's send) is several hundred
+    // bytes, and inline it would grow this future and every one holding it, each copied
+    // whole whenever it moves.
+    let send = Box::pin(worker.send(request));
+    let response = match within(send, deadline, &mut filtered).await {
         Wait::Expired => return Err(expired()),
         Wait::Filtered => return Err(rescued()),
         Wait::Done(Err(error)) => {
