@@ -1,6 +1,9 @@
 use arc_swap::ArcSwapOption;
+use bytes::Bytes;
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{HeaderValue, Uri};
+use http::{HeaderValue, Request, Response, Uri};
+use http_body_util::Full;
+use hyper::body::Incoming;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use switchyard_core::{Clock, WorkerId};
@@ -15,6 +18,7 @@ use crate::metrics::{WorkerMetrics, WorkerSeries};
 use crate::progress::Progress;
 use crate::spec::WorkerSpec;
 use crate::status::WorkerFlags;
+use crate::upstream::{ConnectionPool, UpstreamConnector, UpstreamError};
 
 /// The request path's view of one worker: identity, address, discovered models, live load,
 /// and its published condition (health, overload mark, draining, circuit breaker).
@@ -31,6 +35,10 @@ pub struct WorkerHandle {
     /// The URIs of [`PREBUILT_PATHS`] on this worker, built once here: nearly every request
     /// goes to one of them, and building one per attempt parses and copies its path.
     prebuilt_uris: Vec<(&'static str, Uri)>,
+    /// The same paths as request targets (origin form), for requests sent on [`Self::send`].
+    prebuilt_targets: Vec<(&'static str, Uri)>,
+    /// Idle keep-alive connections to this worker, for the request path.
+    connections: ConnectionPool,
     /// The `Host` header for requests to this worker (what the HTTP client would otherwise
     /// format for every request), and the worker's name as a header value.
     host_header: Option<HeaderValue>,
@@ -66,6 +74,7 @@ pub(crate) struct HandleContext {
     pub config: Arc<ConfigCell>,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<WorkerMetrics>,
+    pub upstream: UpstreamConnector,
 }
 
 impl WorkerHandle {
@@ -82,6 +91,13 @@ impl WorkerHandle {
                 Some((*path, uri))
             })
             .collect();
+        let prebuilt_targets = PREBUILT_PATHS
+            .iter()
+            .map(|path| (*path, Uri::from_static(path)))
+            .collect();
+        let destination = build_uri(&scheme, &authority, PathAndQuery::from_static("/")).ok()?;
+        let connections =
+            ConnectionPool::new(ctx.upstream.clone(), destination, host_header.clone());
         let breaker = BreakerParams::from_config(&ctx.config.load().breaker);
         Some(Self {
             id,
@@ -90,6 +106,8 @@ impl WorkerHandle {
             scheme,
             authority,
             prebuilt_uris,
+            prebuilt_targets,
+            connections,
             host_header,
             name_header: HeaderValue::from_str(&spec.name).ok(),
             health_path: spec.health_path.clone(),
@@ -167,6 +185,29 @@ impl WorkerHandle {
             return Ok(uri.clone());
         }
         build_uri(&self.scheme, &self.authority, PathAndQuery::try_from(path)?)
+    }
+
+    /// The request target for `path` (which must start with `/`) on a request sent with
+    /// [`Self::send`]: the path alone, as the connection already leads to this worker.
+    pub fn target_for(&self, path: &str) -> Result<Uri, http::Error> {
+        if let Some((_, uri)) = self
+            .prebuilt_targets
+            .iter()
+            .find(|(known, _)| *known == path)
+        {
+            return Ok(uri.clone());
+        }
+        Ok(Uri::from(PathAndQuery::try_from(path)?))
+    }
+
+    /// Sends `request` to this worker on one of its idle keep-alive connections (a new one
+    /// when none is idle) and returns the answer's head. Its URI is a [`Self::target_for`];
+    /// a request without a `Host` header gets [`Self::host_header`].
+    pub async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        self.connections.send(request).await
     }
 
     /// The `Host` header for a request to this worker: its host, and its port unless that is
@@ -306,7 +347,14 @@ pub(crate) mod tests {
             config: Arc::new(ConfigCell::new(crate::HealthConfig::default())),
             clock: Arc::new(switchyard_core::SystemClock),
             metrics: Arc::new(WorkerMetrics::register(&registry).unwrap()),
+            upstream: test_upstream(),
         }
+    }
+
+    pub(crate) fn test_upstream() -> UpstreamConnector {
+        crate::build_http_client(&crate::HttpClientConfig::default())
+            .upstream()
+            .clone()
     }
 
     fn handle(models: Option<Vec<String>>) -> Arc<WorkerHandle> {
@@ -393,6 +441,10 @@ pub(crate) mod tests {
                 )
                 .unwrap();
                 let uri = w.uri_for(path).unwrap();
+                let target = w.target_for(path).unwrap();
+                assert_eq!(target.path_and_query(), built.path_and_query());
+                assert_eq!(target.scheme(), None);
+                assert_eq!(target.authority(), None);
                 assert_eq!(uri, built);
                 assert_eq!(uri.to_string(), built.to_string());
                 assert_eq!(uri.scheme(), built.scheme());

@@ -277,6 +277,7 @@ mod tests {
             config: Arc::clone(&config),
             clock: Arc::new(clock.clone()),
             metrics: Arc::new(WorkerMetrics::register(&prometheus::Registry::new()).unwrap()),
+            upstream: crate::handle::tests::test_upstream(),
         };
         let spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
         (

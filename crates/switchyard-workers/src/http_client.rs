@@ -2,15 +2,36 @@ use bytes::Bytes;
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::upstream::UpstreamConnector;
+
 /// The pooled keep-alive HTTP/1.1 client used for every call to a worker: `http://`, and
-/// `https://` verified with [`HttpClientConfig::tls`].
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// `https://` verified with [`HttpClientConfig::tls`]. Requests on the inference path go
+/// through their worker's own pool instead ([`crate::WorkerHandle::send`]), made with the
+/// same connector and limits, which this client hands to the registry.
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    pooled: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// Shared: it is as large as the client itself, and rarely read.
+    upstream: Arc<UpstreamConnector>,
+}
+
+impl HttpClient {
+    /// Sends `request` (an absolute URI) on a pooled connection to its host.
+    pub fn request(&self, request: Request<Full<Bytes>>) -> ResponseFuture {
+        self.pooled.request(request)
+    }
+
+    /// How the workers' own pools connect, and their limits.
+    pub(crate) fn upstream(&self) -> &UpstreamConnector {
+        &self.upstream
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct HttpClientConfig {
@@ -47,11 +68,17 @@ pub fn build_http_client(config: &HttpClientConfig) -> HttpClient {
         .https_or_http()
         .enable_http1()
         .wrap_connector(connector);
-    Client::builder(TokioExecutor::new())
+    let upstream = Arc::new(UpstreamConnector::new(
+        connector.clone(),
+        config.pool_idle_timeout,
+        config.pool_max_idle_per_host,
+    ));
+    let pooled = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(config.pool_idle_timeout)
         .pool_max_idle_per_host(config.pool_max_idle_per_host)
         .pool_timer(hyper_util::rt::TokioTimer::new())
-        .build(connector)
+        .build(connector);
+    HttpClient { pooled, upstream }
 }
 
 /// A TLS client config with no trust anchors: an `https://` worker without a configured CA

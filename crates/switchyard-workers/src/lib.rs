@@ -30,6 +30,7 @@ mod progress;
 mod registry;
 mod spec;
 mod status;
+mod upstream;
 mod worker;
 
 pub use breaker::BreakerState;
@@ -49,3 +50,4 @@ pub use registry::{
 };
 pub use spec::{SpecError, WorkerSpec};
 pub use status::{Routability, StatusCounters, WorkerState, WorkerStatus};
+pub use upstream::{UpstreamConnector, UpstreamError};

@@ -203,7 +203,7 @@ impl OverloadDetector {
     }
 
     pub(crate) fn evaluate(&mut self, now: Instant) -> Vec<DetectorEvent> {
-        let totals = self.window.totals(now);
+        let totals = self.window.current_totals(now);
         let verdict = verdict::classify(&self.config, self.filtered_share, &totals);
         let mut events = Vec::new();
         if verdict != self.verdict {

@@ -131,7 +131,7 @@ pub async fn attempt(
     // Only a failure names the worker: no copy of the name on the way that succeeds.
     let name = || worker.name().to_string();
     let uri = worker
-        .uri_for(ctx.upstream_path)
+        .target_for(ctx.upstream_path)
         .map_err(|e| AttemptFailure::Transport {
             worker: name(),
             connect: false,
@@ -170,7 +170,12 @@ pub async fn attempt(
     };
     let rescued = || AttemptFailure::Rescued { worker: name() };
     let deadline = tokio::time::Instant::now() + limit;
-    let response = match within(stack.client.request(request), deadline, &mut filtered).await {
+    // On the worker's own keep-alive connections: no pool key hashed to find or return one.
+    // Boxed: the exchange's state (the request, the connection's send) is several hundred
+    // bytes, and inline it would grow this future and every one holding it, each copied
+    // whole whenever it moves.
+    let send = Box::pin(worker.send(request));
+    let response = match within(send, deadline, &mut filtered).await {
         Wait::Expired => return Err(expired()),
         Wait::Filtered => return Err(rescued()),
         Wait::Done(Err(error)) => {

@@ -129,6 +129,7 @@ impl Registry {
             config: Arc::clone(&config),
             clock: options.clock,
             metrics: Arc::new(WorkerMetrics::register(&options.metrics)?),
+            upstream: client.upstream().clone(),
         };
         let args = RegistryArgs {
             directory: Arc::clone(&directory),

@@ -28,6 +28,7 @@ async fn killed_children_are_restarted_and_the_worker_keeps_its_state() {
         config: Arc::new(ConfigCell::new(config)),
         clock: Arc::new(SystemClock),
         metrics: Arc::new(WorkerMetrics::register(&prometheus::Registry::new()).unwrap()),
+        upstream: crate::handle::tests::test_upstream(),
     };
     // Port 1 refuses connections: every health check fails.
     let mut spec = WorkerSpec::parse_flag("w=http://127.0.0.1:1").unwrap();
