@@ -22,6 +22,8 @@
 #   RATE          open-loop offered req/s; 0 = skip the open-loop runs [6400]
 #   RATE_SECONDS  open-loop run length                                 [10]
 #   ROUNDS        times the whole interleaved sweep is repeated        [3]
+#   STEAL_MAX     the report marks a round whose saturation runs lost more than this percent
+#                 of the CPU to the hypervisor (steal, /proc/stat; recorded per run)  [5]
 #   ORDER         alternate = even rounds run the targets in reverse order, so a host that
 #                 speeds up or slows down during the sitting favours no target; fixed = the
 #                 TARGETS order every round                            [alternate]
@@ -54,6 +56,7 @@ RATE=${RATE:-6400}
 RATE_SECONDS=${RATE_SECONDS:-10}
 ROUNDS=${ROUNDS:-3}
 ORDER=${ORDER:-alternate}
+STEAL_MAX=${STEAL_MAX:-5}
 TARGETS=${TARGETS:-"direct switchyard smg"}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
 PIN_SERVER=${PIN_SERVER:-}
@@ -130,31 +133,35 @@ fi
 LIMIT=$(($(secs "$DURATION") + $(secs "$WARMUP") + RATE_SECONDS + 30))
 FAILED=0
 RESULTS="$OUT_DIR/results.tsv"
-printf 'round\ttarget\tmode\trps\tp50_us\tp99_us\tp999_us\tnon2xx\terrors\tload1\n' >"$RESULTS"
+printf 'round\ttarget\tmode\trps\tp50_us\tp99_us\tp999_us\tnon2xx\terrors\tload1\tsteal_pct\n' >"$RESULTS"
 
 # saturation ROUND TARGET: one warm-up, one measured wrk run.
 saturation() {
-    local round=$1 target=$2 raw="$OUT_DIR/wrk-r$1-$2.txt" line kv
+    local round=$1 target=$2 raw="$OUT_DIR/wrk-r$1-$2.txt" line kv ticks steal
     local -A r=()
     wait_quiet
     MODEL=$MODEL pinned "$PIN_LOAD" timeout "$LIMIT" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" \
         -d "$WARMUP" -s "$HERE/chat.lua" "${URL[$target]}/v1/chat/completions" >/dev/null 2>&1 || true
+    ticks=$(cpu_ticks)
     MODEL=$MODEL pinned "$PIN_LOAD" timeout "$LIMIT" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" \
         -d "$DURATION" --timeout 10s --latency -s "$HERE/chat.lua" \
         "${URL[$target]}/v1/chat/completions" >"$raw" 2>&1 || { cat "$raw" >&2; die "wrk failed"; }
+    steal=$(steal_pct "$ticks")
     line=$(grep '^RESULT ' "$raw") || die "no RESULT line in $raw"
     for kv in ${line#RESULT }; do r[${kv%%=*}]=${kv#*=}; done
-    printf '%s\t%s\tsaturation\t%s\t%s\t%s\t-\t%s\t%s\t%s\n' "$round" "$target" "${r[rps]}" \
-        "${r[p50_us]}" "${r[p99_us]}" "${r[non2xx]}" "${r[errors]}" "$(cut -d' ' -f1 /proc/loadavg)" >>"$RESULTS"
+    printf '%s\t%s\tsaturation\t%s\t%s\t%s\t-\t%s\t%s\t%s\t%s\n' "$round" "$target" "${r[rps]}" \
+        "${r[p50_us]}" "${r[p99_us]}" "${r[non2xx]}" "${r[errors]}" "$(cut -d' ' -f1 /proc/loadavg)" \
+        "$steal" >>"$RESULTS"
     log "round $round $target saturation: ${r[rps]} req/s, p50 ${r[p50_us]} us, p99 ${r[p99_us]} us," \
-        "non-2xx ${r[non2xx]}, errors ${r[errors]}"
+        "non-2xx ${r[non2xx]}, errors ${r[errors]}, steal ${steal} %"
     [[ ${r[non2xx]} == 0 && ${r[errors]} == 0 ]] || FAILED=1
 }
 
 # open_loop ROUND TARGET: RATE req/s for RATE_SECONDS (oha, latency-corrected; or the sim's load tool).
 open_loop() {
-    local round=$1 target=$2 raw="$OUT_DIR/open-r$1-$2.json" row
+    local round=$1 target=$2 raw="$OUT_DIR/open-r$1-$2.json" row ticks steal
     wait_quiet
+    ticks=$(cpu_ticks)
     if [[ $OPEN_LOOP == oha ]]; then
         pinned "$PIN_LOAD" timeout "$LIMIT" "$OHA" --no-tui --output-format json -q "$RATE" \
             --latency-correction -c "$CONNECTIONS" -z "${RATE_SECONDS}s" -m POST \
@@ -184,7 +191,9 @@ else:
     print("%.1f\t%s\t%s\t-\t%d\t%d" % (d["ok"] / d["issue_secs"], us(e["p50"]), us(e["p99"]), bad, errors))
 EOF
     )
-    printf '%s\t%s\topen_loop\t%s\t%s\n' "$round" "$target" "$row" "$(cut -d' ' -f1 /proc/loadavg)" >>"$RESULTS"
+    steal=$(steal_pct "$ticks")
+    printf '%s\t%s\topen_loop\t%s\t%s\t%s\n' "$round" "$target" "$row" "$(cut -d' ' -f1 /proc/loadavg)" \
+        "$steal" >>"$RESULTS"
     log "round $round $target open loop at $RATE/s: $(tr '\t' ' ' <<<"$row") (req/s p50 p99 p99.9 us, non-2xx, errors)"
     [[ $(cut -f5,6 <<<"$row") == $'0\t0' ]] || FAILED=1
 }
@@ -200,7 +209,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # ---------------------------------------------------------------- report
-python3 - "$RESULTS" <<'EOF' | tee "$OUT_DIR/report.md"
+python3 - "$RESULTS" "$STEAL_MAX" <<'EOF' | tee "$OUT_DIR/report.md"
 import csv, statistics as st, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 def pick(target, mode, key):
@@ -230,6 +239,18 @@ if {"switchyard", "smg"} <= set(targets):
     print("\nswitchyard/smg throughput per round: " + ", ".join("%.2f" % x for x in thr))
     lat = per_round("open_loop", "p99_us")
     if lat: print("switchyard/smg open-loop p99 per round: " + ", ".join("%.2f" % x for x in lat))
+    # The hypervisor's steal during each run: a round whose two runs lost different shares of
+    # the CPU compares the host's minutes, not the gateways.
+    steal_max = float(sys.argv[2])
+    print("\nper round (saturation): switchyard/smg throughput, p99/p50 switchyard and smg, steal %% of the two runs (rounds with steal > %g %% in either run marked *):" % steal_max)
+    for rd in rounds:
+        v = {r["target"]: r for r in rows if r["round"] == rd and r["mode"] == "saturation"}
+        if "switchyard" in v and "smg" in v:
+            a, b = v["switchyard"], v["smg"]
+            sa, sb = float(a.get("steal_pct") or 0), float(b.get("steal_pct") or 0)
+            print("round %s: %.2f, %.2f / %.2f, steal %.1f / %.1f%s" % (
+                rd, float(a["rps"]) / float(b["rps"]), float(a["p99_us"]) / float(a["p50_us"]),
+                float(b["p99_us"]) / float(b["p50_us"]), sa, sb, " *" if max(sa, sb) > steal_max else ""))
 if {"switchyard", "switchyard_b"} <= set(targets):
     rounds = sorted({r["round"] for r in rows})
     for rd in rounds:

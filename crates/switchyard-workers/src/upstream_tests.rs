@@ -146,8 +146,8 @@ async fn a_connection_the_worker_closed_is_not_reused() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_idle_connection_past_the_idle_timeout_is_closed_and_replaced() {
+/// A pool whose connections stay idle 30 s, holding the one connection a first exchange made.
+async fn one_idle_connection_kept_30s() -> (Peer, ConnectionPool) {
     let peer = peer(false).await;
     let config = HttpClientConfig {
         pool_idle_timeout: Duration::from_secs(30),
@@ -156,6 +156,12 @@ async fn an_idle_connection_past_the_idle_timeout_is_closed_and_replaced() {
     let pool = pool_to(&peer.uri, &config);
     exchange(&pool).await.unwrap();
     until_idle(&pool, 1).await;
+    (peer, pool)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_connection_past_the_idle_timeout_is_closed_and_replaced() {
+    let (peer, pool) = one_idle_connection_kept_30s().await;
     tokio::time::advance(Duration::from_secs(10)).await;
     exchange(&pool).await.unwrap();
     assert_eq!(
@@ -175,14 +181,8 @@ async fn an_idle_connection_past_the_idle_timeout_is_closed_and_replaced() {
 
 #[tokio::test(start_paused = true)]
 async fn the_sweep_closes_expired_idle_connections_of_a_quiet_worker() {
-    let peer = peer(false).await;
-    let config = HttpClientConfig {
-        pool_idle_timeout: Duration::from_secs(30),
-        ..HttpClientConfig::default()
-    };
-    let pool = pool_to(&peer.uri, &config);
-    exchange(&pool).await.unwrap();
-    until_idle(&pool, 1).await;
+    // The worker stays up: only the sweep may close its connection.
+    let (_peer, pool) = one_idle_connection_kept_30s().await;
     tokio::time::sleep(Duration::from_secs(61)).await;
     assert_eq!(pool.idle_count(), 0);
 }
