@@ -32,10 +32,8 @@ pub struct WorkerHandle {
     /// `http`, or `https` for a worker behind TLS.
     scheme: Scheme,
     authority: Authority,
-    /// The URIs of [`PREBUILT_PATHS`] on this worker, built once here: nearly every request
-    /// goes to one of them, and building one per attempt parses and copies its path.
-    prebuilt_uris: Vec<(&'static str, Uri)>,
-    /// The same paths as request targets (origin form), for requests sent on [`Self::send`].
+    /// [`PREBUILT_PATHS`] as request targets (origin form), built once here: nearly every
+    /// request goes to one of them, and building one per attempt parses and copies its path.
     prebuilt_targets: Vec<(&'static str, Uri)>,
     /// Idle keep-alive connections to this worker, for the request path.
     connections: ConnectionPool,
@@ -83,14 +81,6 @@ impl WorkerHandle {
         let authority = uri.authority()?.clone();
         let scheme = uri.scheme()?.clone();
         let host_header = host_header(&uri);
-        let prebuilt_uris = PREBUILT_PATHS
-            .iter()
-            .filter_map(|path| {
-                let path_and_query = PathAndQuery::from_static(path);
-                let uri = build_uri(&scheme, &authority, path_and_query).ok()?;
-                Some((*path, uri))
-            })
-            .collect();
         let prebuilt_targets = PREBUILT_PATHS
             .iter()
             .map(|path| (*path, Uri::from_static(path)))
@@ -105,7 +95,6 @@ impl WorkerHandle {
             base_url: spec.base_url().to_string(),
             scheme,
             authority,
-            prebuilt_uris,
             prebuilt_targets,
             connections,
             host_header,
@@ -179,11 +168,9 @@ impl WorkerHandle {
         &self.base_url
     }
 
-    /// The upstream URI for `path` (which must start with `/`).
+    /// The absolute URI for `path` (which must start with `/`), for calls made with the
+    /// shared client (health, metrics, discovery, warmup); requests use [`Self::target_for`].
     pub fn uri_for(&self, path: &str) -> Result<Uri, http::Error> {
-        if let Some((_, uri)) = self.prebuilt_uris.iter().find(|(known, _)| *known == path) {
-            return Ok(uri.clone());
-        }
         build_uri(&self.scheme, &self.authority, PathAndQuery::try_from(path)?)
     }
 
@@ -274,8 +261,8 @@ impl WorkerHandle {
     }
 }
 
-/// The worker paths whose URIs each handle keeps ready: chat and completions, where nearly
-/// every request goes.
+/// The worker paths whose request targets each handle keeps ready: chat and completions,
+/// where nearly every request goes.
 const PREBUILT_PATHS: [&str; 2] = ["/v1/chat/completions", "/v1/completions"];
 
 fn build_uri(
@@ -419,7 +406,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn prebuilt_uris_equal_the_ones_built_per_call() {
+    fn prebuilt_targets_equal_the_ones_built_per_call() {
         for url in ["http://127.0.0.1:9000/", "https://w1", "http://[::1]:8000"] {
             let spec = WorkerSpec {
                 name: "a".into(),
@@ -429,7 +416,7 @@ pub(crate) mod tests {
                 engine: None,
             };
             let w = WorkerHandle::new(WorkerId(1), &spec, &test_context()).unwrap();
-            assert_eq!(w.prebuilt_uris.len(), PREBUILT_PATHS.len());
+            assert_eq!(w.prebuilt_targets.len(), PREBUILT_PATHS.len());
             for path in PREBUILT_PATHS
                 .iter()
                 .chain(&["/v1/embeddings", "/v1/models?x=1"])
