@@ -91,17 +91,8 @@ start_nginx() {
 TICK=$(getconf CLK_TCK)
 # machine_busy: clock ticks the machine has been busy (user, nice, system, irq, softirq, steal).
 machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-# cpu_ticks: "STEAL TOTAL" ticks of all CPUs so far. On a virtual machine the hypervisor's
-# steal (time a runnable vCPU did not get) slows every process alike and changes from one
-# minute to the next; a run with much of it measured the host, not the target.
-cpu_ticks() { awk '/^cpu / {print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
-# steal_pct "STEAL TOTAL" (from cpu_ticks before the run): percent of CPU time stolen since.
-steal_pct() {
-    local before=$1
-    awk -v b="$before" -v a="$(cpu_ticks)" 'BEGIN {
-        split(b, x, " "); split(a, y, " "); t = y[2] - x[2]
-        printf "%.1f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
-}
+# shellcheck source=benches/host.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../host.sh"
 # wait_quiet: until fewer than 0.25 cores are busy over one second, at most QUIET_WAIT seconds
 # (0: do not wait); logs when the machine never was.
 wait_quiet() {

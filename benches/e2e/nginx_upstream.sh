@@ -24,6 +24,9 @@
 #   ROUNDS        times the whole interleaved sweep is repeated        [3]
 #   STEAL_MAX     the report marks a round whose saturation runs lost more than this percent
 #                 of the CPU to the hypervisor (steal, /proc/stat; recorded per run)  [5]
+#   STEAL_WAIT    before each run, wait up to this many seconds for a minute in which the
+#                 hypervisor steals at most STEAL_WAIT_MAX percent [2] of CPUs kept busy
+#                 (benches/host.sh: steal_probe); 0 = do not wait          [0]
 #   ORDER         alternate = even rounds run the targets in reverse order, so a host that
 #                 speeds up or slows down during the sitting favours no target; fixed = the
 #                 TARGETS order every round                            [alternate]
@@ -140,6 +143,7 @@ saturation() {
     local round=$1 target=$2 raw="$OUT_DIR/wrk-r$1-$2.txt" line kv ticks steal
     local -A r=()
     wait_quiet
+    wait_no_steal
     MODEL=$MODEL pinned "$PIN_LOAD" timeout "$LIMIT" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" \
         -d "$WARMUP" -s "$HERE/chat.lua" "${URL[$target]}/v1/chat/completions" >/dev/null 2>&1 || true
     ticks=$(cpu_ticks)
@@ -161,6 +165,7 @@ saturation() {
 open_loop() {
     local round=$1 target=$2 raw="$OUT_DIR/open-r$1-$2.json" row ticks steal
     wait_quiet
+    wait_no_steal
     ticks=$(cpu_ticks)
     if [[ $OPEN_LOOP == oha ]]; then
         pinned "$PIN_LOAD" timeout "$LIMIT" "$OHA" --no-tui --output-format json -q "$RATE" \

@@ -119,8 +119,12 @@ run_case() {
     for ((i = 0; i < replicas; i++)); do wait_routable "${GW_PORTS[$i]}" 4; done
     echo "[fleet_affinity] $name" >&2
     local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl"
+    local ticks
+    ticks=$(busy_ticks)
     run_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload "$workload" \
         --seed "$seed" --timeout 30 --trace-out "$trace"
+    local steal
+    steal=$(steal_of_busy_pct "$ticks")
     for ((i = 0; i < replicas; i++)); do
         save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$name.gateway-$i.metrics.txt"
     done
@@ -133,7 +137,7 @@ run_case() {
     # The trace holds every prompt in full (tens of MB): summarised above, not kept unless
     # FIG_KEEP_WORK=1 keeps the work dir for a closer look.
     [[ "${FIG_KEEP_WORK:-0}" == 1 ]] || rm -f "$trace"
-    meta case "$seed	$mode	$replicas	$policy	$workload	${flag:-default}	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)"
+    meta case "$seed	$mode	$replicas	$policy	$workload	${flag:-default}	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)	$steal"
     for i in "${pids[@]}"; do stop_pid "$i"; done
 }
 

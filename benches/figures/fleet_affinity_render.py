@@ -19,11 +19,15 @@ from figrender_common import dedup_commands, header, relative  # noqa: E402
 
 def cases(meta):
     for value in meta.get("case", []):
-        seed, mode, replicas, policy, workload, flag, path, oracle, load = value.split("\t")
+        fields = value.split("\t")
+        seed, mode, replicas, policy, workload, flag, path, oracle, load = fields[:9]
+        # Runs recorded before the steal was measured have no tenth field.
+        steal = fields[9] if len(fields) > 9 else "-"
         yield {
             "seed": int(seed), "mode": mode, "replicas": int(replicas), "policy": policy,
             "workload": workload, "flag": flag, "report": load_report(path),
             "oracle": load_report(oracle), "path": path, "load": load,
+            "steal": steal,
         }
 
 
@@ -86,7 +90,8 @@ def render(meta):
             trace.get("all_sends_at_or_above_max_running", "-"),
             trace.get("later_turns_on_another_worker", "-"),
             f"{escapes(case['path'], 'busy_escape')}/{escapes(case['path'], 'load_escape')}",
-            f"{report['ok']}/{report['requests_sent']}", case["load"], relative(case["path"]),
+            f"{report['ok']}/{report['requests_sent']}", case["load"], case["steal"],
+            relative(case["path"]),
         ])
         entry = by_label.setdefault(label(case), {"hit": [], "of_oracle": [], "ratio": [], "cv": [], "p50": [], "p99": [], "ttft_ratio": []})
         entry["hit"].append(hit)
@@ -127,7 +132,9 @@ def render(meta):
             "TTFT p99. `legacy` = `anonymous_conversations = false` (the behaviour before); `busy` = "
             "`later_turn_escape_in_flight` at the sims' batch size; `gauges` = engine gauges "
             "scraped; `sends onto a full batch` = requests sent while their worker already had "
-            "8 in flight (from the trace); `escapes` from the replicas' decision counters.",
+            "8 in flight (from the trace); `escapes` from the replicas' decision counters; "
+            "`steal %` = the hypervisor's steal over the load run as a share of the time the "
+            "CPUs were wanted (`/proc/stat`).",
         ),
         "## KV sizing (per seed)",
         "",
@@ -143,7 +150,8 @@ def render(meta):
         "",
         table(["seed", "case", "hit rate", "oracle", "of oracle", "× one", "load CV",
                "TTFT p50 ms", "TTFT p99 ms", "TTFT × one", "sends onto a full batch",
-               "later turns moved", "escapes busy/queued", "ok/sent", "load avg", "report"], rows),
+               "later turns moved", "escapes busy/queued", "ok/sent", "load avg", "steal %",
+               "report"], rows),
         "",
         "## Commands",
         "",

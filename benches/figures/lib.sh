@@ -14,6 +14,8 @@ GATEWAY_BIN="$BIN_DIR/switchyard"
 SIM_BIN="$BIN_DIR/switchyard-sim"
 ADMIN_KEY="figures-admin-key"
 FIGLIB="python3 $FIG_DIR/figlib.py"
+# shellcheck source=benches/host.sh
+source "$FIG_DIR/../host.sh"
 
 FIG_PIDS=()
 FIG_WORK=""
