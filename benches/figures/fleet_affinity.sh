@@ -12,6 +12,9 @@
 # with the simulator's answers. Writes fleet_affinity.md.
 #
 # Bounded: every case is DURATION s (default 60) plus start-up; CASES picks a subset.
+# STEAL_WAIT=N: before each load run, wait up to N s for a minute in which the hypervisor
+# steals at most STEAL_WAIT_MAX [2] percent of busy CPUs (benches/host.sh); the steal during
+# the run is recorded either way.
 source "$(dirname "$0")/lib.sh"
 # FIG_SUFFIX keeps a variant run (e.g. _escape) beside the default page and data.
 fig_init "fleet_affinity${FIG_SUFFIX:-}"
@@ -120,6 +123,7 @@ run_case() {
     echo "[fleet_affinity] $name" >&2
     local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl"
     local ticks
+    wait_no_steal
     ticks=$(busy_ticks)
     run_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload "$workload" \
         --seed "$seed" --timeout 30 --trace-out "$trace"
