@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod openai;
 pub mod proxy;
 pub mod reload;
+pub mod runtime;
 pub mod server;
 pub mod signal;
 pub mod state;

@@ -234,14 +234,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let exporter = cli.otlp.exporter()?;
     switchyard_gateway::logging::init(cli.log_format, exporter.clone());
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    // Unset: tokio's default, one worker per CPU the process may run on (or
-    // `TOKIO_WORKER_THREADS`).
-    if let Some(threads) = cli.worker_threads {
-        builder.worker_threads(threads.get());
-    }
-    let runtime = builder.build().context("cannot start the async runtime")?;
+    let runtime = switchyard_gateway::runtime::build(cli.worker_threads)
+        .context("cannot start the async runtime")?;
     runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => {
