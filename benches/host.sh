@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # What the host did to a measurement (sourced by benches/e2e/lib.sh and benches/figures/lib.sh).
 #
 # On a virtual machine the hypervisor's steal (time a runnable vCPU did not get) slows every
@@ -7,27 +8,25 @@
 # cpu_ticks: "STEAL TOTAL" ticks of all CPUs so far.
 cpu_ticks() { awk '/^cpu / {print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 
-# steal_pct "STEAL TOTAL" (from cpu_ticks before the run): percent of CPU time stolen since.
-steal_pct() {
-    local before=$1
-    awk -v b="$before" -v a="$(cpu_ticks)" 'BEGIN {
-        split(b, x, " "); split(a, y, " "); t = y[2] - x[2]
-        printf "%.1f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
-}
-
-# steal_of_busy_pct "STEAL TOTAL" (from cpu_ticks before the run): the steal as a percent of the
-# time the CPUs were wanted (busy or stolen). A lightly loaded run leaves the CPUs idle most of
-# the time, so its share of all CPU time stays small even when the hypervisor took much of the
-# little it needed; this is the figure to compare between such runs.
-steal_of_busy_pct() {
-    local before=$1
-    awk -v b="$before" -v a="$(busy_ticks)" 'BEGIN {
-        split(b, x, " "); split(a, y, " "); t = y[2] - x[2]
-        printf "%.1f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
-}
-
 # busy_ticks: "STEAL WANTED" ticks of all CPUs so far (wanted: everything but idle and iowait).
 busy_ticks() { awk '/^cpu / {print $9, $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+
+# stolen_share BEFORE NOW: percent of the second field's growth that the steal took, between
+# two "STEAL TICKS" readings.
+stolen_share() {
+    awk -v b="$1" -v a="$2" 'BEGIN {
+        split(b, x, " "); split(a, y, " "); t = y[2] - x[2]
+        printf "%.1f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
+}
+
+# steal_pct BEFORE (cpu_ticks before the run): percent of all CPU time stolen since.
+steal_pct() { stolen_share "$1" "$(cpu_ticks)"; }
+
+# steal_of_busy_pct BEFORE (busy_ticks before the run): the steal as a percent of the time the
+# CPUs were wanted (busy or stolen). A lightly loaded run leaves the CPUs idle most of the
+# time, so its share of all CPU time stays small even when the hypervisor took much of the
+# little it needed; this is the figure to compare between such runs.
+steal_of_busy_pct() { stolen_share "$1" "$(busy_ticks)"; }
 
 # steal_probe: the steal while every CPU is kept busy for a moment, as a percent of that busy
 # time. An idle machine accrues no steal whatever the hypervisor would take, so it is probed

@@ -89,10 +89,10 @@ start_nginx() {
 
 # ---------------------------------------------------------------- a quiet machine
 TICK=$(getconf CLK_TCK)
-# machine_busy: clock ticks the machine has been busy (user, nice, system, irq, softirq, steal).
-machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 # shellcheck source=benches/host.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../host.sh"
+# machine_busy: clock ticks the machine has been busy (user, nice, system, irq, softirq, steal).
+machine_busy() { busy_ticks | cut -d' ' -f2; }
 # wait_quiet: until fewer than 0.25 cores are busy over one second, at most QUIET_WAIT seconds
 # (0: do not wait); logs when the machine never was.
 wait_quiet() {
