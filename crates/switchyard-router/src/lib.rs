@@ -19,7 +19,8 @@
 //! `switchyard_routing_affinity_migrations_total`, `switchyard_routing_load_moves_total`,
 //! `switchyard_routing_affinity_events_applied_total`,
 //! `switchyard_routing_affinity_events_ignored_total`,
-//! `switchyard_routing_placement_overrides`, `switchyard_routing_prefix_tree_bytes`.
+//! `switchyard_routing_placement_overrides`, `switchyard_routing_prefix_tree_bytes`,
+//! `switchyard_routing_placement_replicas`.
 
 mod affinity;
 mod cache_aware;

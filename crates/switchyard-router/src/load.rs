@@ -48,31 +48,46 @@ pub(crate) fn is_imbalanced(
 /// the request only while its in-flight count is below ⌈factor × (total + 1) / n⌉, the mean
 /// over the candidates counting the request being placed. Since factor ≥ 1, some candidate is
 /// always below the cap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct LoadBound {
-    capacity: u64,
+    capacity: f64,
+    /// What one request in flight here stands for fleet-wide (see `across_replicas`).
+    scale: f64,
 }
 
 impl LoadBound {
     pub(crate) fn new(candidates: &[Candidate], factor: f64) -> Self {
+        Self::across_replicas(candidates, factor, 1.0)
+    }
+
+    /// The bound on the fleet's load when this replica sends about 1 / `replicas` of the
+    /// requests, spread at random: each in-flight count it sees stands for `replicas` times as
+    /// many, so counts and cap are both on that scale. With `replicas` = 1 this is `new`.
+    pub(crate) fn across_replicas(candidates: &[Candidate], factor: f64, replicas: f64) -> Self {
         let total: u64 = candidates.iter().map(|c| c.in_flight).sum();
         let count = candidates.len().max(1) as f64;
-        let capacity = (factor * (total as f64 + 1.0) / count).ceil();
+        let scale = if replicas.is_finite() && replicas > 1.0 {
+            replicas
+        } else {
+            1.0
+        };
         Self {
-            // Saturating float-to-int cast: an unbounded factor means no cap.
-            capacity: capacity as u64,
+            // An unbounded factor means no cap (infinity accepts every count).
+            capacity: (factor * (total as f64 * scale + 1.0) / count).ceil(),
+            scale,
         }
     }
 
-    /// The same bound, but never below `min` requests.
+    /// The same bound, but never below `min` requests (fleet-wide).
     pub(crate) fn at_least(self, min: u64) -> Self {
         Self {
-            capacity: self.capacity.max(min),
+            capacity: self.capacity.max(min as f64),
+            ..self
         }
     }
 
     pub(crate) fn accepts(self, in_flight: u64) -> bool {
-        in_flight < self.capacity
+        (in_flight as f64) * self.scale < self.capacity
     }
 }
 
@@ -186,6 +201,30 @@ mod tests {
         let bound = LoadBound::new(&skewed, 1.0);
         assert!(skewed.iter().any(|c| bound.accepts(c.in_flight)));
         assert!(!bound.accepts(9));
+    }
+
+    #[test]
+    fn a_bound_across_replicas_scales_the_counts_and_the_cap_alike() {
+        let view = loads(&[1, 0, 0, 0]);
+        // Alone: cap = max(ceil(2 × 2 / 4), 4) = 4, so one request in flight is far below it.
+        let alone = LoadBound::new(&view, 2.0).at_least(4);
+        assert!(alone.accepts(1) && alone.accepts(3) && !alone.accepts(4));
+        // One of five replicas: the fleet carries about 5 there, cap = ceil(2 × 6 / 4) = 3.
+        let fleet = LoadBound::across_replicas(&view, 2.0, 5.0).at_least(4);
+        assert!(fleet.accepts(0));
+        assert!(!fleet.accepts(1), "5 fleet-wide is past the cap of 4");
+        // Busier: total 8 here, 40 fleet-wide, cap = ceil(2 × 41 / 4) = 21: 4 × 5 = 20 fits.
+        let busy = LoadBound::across_replicas(&loads(&[4, 2, 1, 1]), 2.0, 5.0).at_least(4);
+        assert!(busy.accepts(4) && !busy.accepts(5));
+        // Nonsense replica counts fall back to this replica's own view.
+        for replicas in [0.0, 0.5, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                LoadBound::across_replicas(&view, 2.0, replicas),
+                LoadBound::new(&view, 2.0)
+            );
+        }
+        // An unbounded factor accepts everything, scaled or not.
+        assert!(LoadBound::across_replicas(&view, f64::INFINITY, 5.0).accepts(u64::MAX));
     }
 
     #[test]

@@ -98,6 +98,10 @@ pub struct RoutingStats {
     pub placement_overrides: u64,
     /// Gauge: prompt bytes held by the prefix tree (cache_aware).
     pub tree_bytes: u64,
+    /// Gauge: replicas placing alongside this one, itself included, as the shared affinity
+    /// events show (cache_aware: 1 alone or where events are not shared; 0 for policies that
+    /// keep no affinity). A first turn's load bound reads local counts at this scale.
+    pub placement_replicas: f64,
 }
 
 /// A routing policy shared by every request handler of a gateway.

@@ -8,6 +8,7 @@ pub struct RoutingMetrics {
     ring_workers: IntGauge,
     ring_vnodes: IntGauge,
     keys_moved_ratio: Gauge,
+    placement_replicas: Gauge,
     hot_keys_spread: IntGauge,
     placement_overrides: IntGauge,
     tree_bytes: IntGauge,
@@ -46,6 +47,12 @@ impl RoutingMetrics {
             "Share of the hash space that changed owner at the last membership change.",
         )?;
         registry.register(Box::new(keys_moved_ratio.clone()))?;
+        let placement_replicas = Gauge::new(
+            "switchyard_routing_placement_replicas",
+            "Replicas placing alongside this one (itself included) as the replicated affinity \
+             events show; a first turn's load bound scales local in-flight counts by it.",
+        )?;
+        registry.register(Box::new(placement_replicas.clone()))?;
         Ok(Self {
             ring_workers: gauge(
                 registry,
@@ -58,6 +65,7 @@ impl RoutingMetrics {
                 "Virtual nodes on the hash ring.",
             )?,
             keys_moved_ratio,
+            placement_replicas,
             hot_keys_spread: gauge(
                 registry,
                 "switchyard_routing_hot_keys_spread",
@@ -111,6 +119,7 @@ impl RoutingMetrics {
         self.ring_vnodes.set(stats.ring_vnodes as i64);
         self.keys_moved_ratio
             .set(stats.keys_moved_on_last_membership_change);
+        self.placement_replicas.set(stats.placement_replicas);
         self.hot_keys_spread.set(stats.hot_keys_spread as i64);
         self.placement_overrides
             .set(stats.placement_overrides as i64);

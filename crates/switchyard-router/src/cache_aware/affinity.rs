@@ -8,6 +8,7 @@ use crate::ring::Ring;
 use crate::routing_key::{RoutingKeySource, leading_chars};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use switchyard_core::WorkerId;
 
 /// A decision that deviated from hash placement, already applied locally.
@@ -125,7 +126,11 @@ impl CacheAwarePolicy {
             .filter_map(|name| ring.id_of(name))
             .filter(|&id| id != worker)
             .collect();
+        let now = self.clock.unix_now();
         let mut state = self.state.lock();
+        state
+            .fleet
+            .applied(now, Duration::from_millis(event.at_unix_ms));
         if event.reason == AffinityReason::Migration && !event.prefix.is_empty() {
             state.tree.lookup(&event.prefix).insert(worker);
             state.tree.displace(&event.prefix, &displaced);

@@ -3,16 +3,18 @@
 //! warmup shares) onto the ring with bounded load, so every gateway replica agrees without
 //! talking and sessions sharing one system prompt still spread. A chat is named by its
 //! conversation (its opening, under the session or user key when one is sent: `conversation`):
-//! only its first turn takes a (loose, in-flight) load bound, later turns go where it lives on
-//! every replica, unless that worker's engine reports a queue or it carries a full batch
-//! (`escape`); when the holder of a prefix is filtered, migrate the affinity to the fallback
-//! worker at once and say so to the other replicas.
+//! only its first turn takes a (loose, in-flight) load bound, read on the fleet's scale where
+//! replicas share placements (`fleet_share`); later turns go where it lives on every replica,
+//! unless that worker's engine reports a queue or it carries a full batch (`escape`); when the
+//! holder of a prefix is filtered, migrate the affinity to the fallback worker at once and say
+//! so to the other replicas.
 
 mod affinity;
 mod branches;
 mod config;
 mod conversation;
 mod escape;
+mod fleet_share;
 mod group_shares;
 mod matching;
 mod placement;
@@ -51,6 +53,7 @@ use affinity::{AffinityCounters, Deviation};
 use branches::*;
 use conversation::Conversation;
 use escape::{LearnedBatches, ReportedLoads, later_turn_escape};
+use fleet_share::FleetShare;
 use group_shares::GroupShares;
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
@@ -73,6 +76,7 @@ struct AffinityState {
     groups: GroupShares,
     plan: GroupPlan,
     batches: LearnedBatches,
+    fleet: FleetShare,
 }
 
 pub struct CacheAwarePolicy {
@@ -150,6 +154,7 @@ impl CacheAwarePolicy {
                 groups: GroupShares::with_defaults(),
                 plan: GroupPlan::default(),
                 batches: LearnedBatches::default(),
+                fleet: FleetShare::default(),
             }),
             least_loaded: LeastLoaded::default(),
             clock,
@@ -251,11 +256,6 @@ impl RoutingPolicy for CacheAwarePolicy {
         let loads = CandidateLoads::new(&ring, candidates);
         let reported = ReportedLoads::new(&ring, candidates);
         let bound = LoadBound::new(candidates, self.load_factor);
-        // A conversation's opening is bounded loosely and by in-flight counts alone: a replica
-        // that never sees the opening sends the later turns to the ring owner, so every
-        // deviation made on private load signals risks splitting the conversation.
-        let opening_bound = LoadBound::new(candidates, self.config.opening_load_factor)
-            .at_least(self.config.opening_min_in_flight);
         let imbalanced = is_imbalanced(
             candidates,
             self.config.balance_abs_threshold,
@@ -272,8 +272,20 @@ impl RoutingPolicy for CacheAwarePolicy {
             groups,
             plan,
             batches,
+            fleet,
         } = &mut *state;
         batches.observe(candidates);
+        // A conversation's opening is bounded loosely and by in-flight counts alone: a replica
+        // that never sees the opening sends the later turns where its own placement says, so
+        // a deviation made on load signals the other replicas do not share splits the
+        // conversation. Where the replicas share their placements, a deviation is followed
+        // everywhere, and this replica's counts are read as its share of the fleet's load.
+        let opening_bound = LoadBound::across_replicas(
+            candidates,
+            self.config.opening_load_factor,
+            fleet.replicas(now),
+        )
+        .at_least(self.config.opening_min_in_flight);
         let share = recent.bound(
             candidates,
             ring.members().iter().map(|member| member.id),
@@ -450,6 +462,9 @@ impl RoutingPolicy for CacheAwarePolicy {
             }
             _ => None,
         };
+        if deviation.is_some() {
+            fleet.announced(now);
+        }
         drop(state);
 
         if let Some(deviation) = deviation {
@@ -491,6 +506,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             keys_moved_on_last_membership_change: self.membership.last_moved_share(),
             placement_overrides: state.overrides.len() as u64,
             tree_bytes: state.tree.text_bytes() as u64,
+            placement_replicas: state.fleet.replicas(self.clock.unix_now()),
             ..self.counters.snapshot()
         }
     }

@@ -1,11 +1,14 @@
 //! Conversations placed within their system prompt's group of workers: every replica fed the
 //! same requests and load view decides alike, a popular prompt spreads over several workers
 //! while a rare one keeps one, later turns follow the conversation on a replica that never
-//! saw it, and a first turn over the load bound spills down the prompt's ranking and says so.
+//! saw it, a first turn over the load bound spills down the prompt's ranking and says so, and
+//! where replicas share their placements that bound reads the fleet's load.
 
 use super::tests_affinity::{NAMES, Recorder, fleet, idle_except};
 use super::*;
-use crate::{AffinityReason, ConsistentHashConfig, DiscardAffinity, RoutingKeyConfig};
+use crate::{
+    AffinityEvent, AffinityReason, ConsistentHashConfig, DiscardAffinity, RoutingKeyConfig,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_core::ManualClock;
 
@@ -241,5 +244,51 @@ fn a_first_turn_keeps_its_group_worker_below_the_bounds_floor() {
             assert_eq!(decide(n, hot), (true, PROMPT_GROUP), "{n} at {hot}");
         }
         assert_eq!(decide(n, 4), (false, PROMPT_GROUP_SPILL), "{n} at 4");
+    }
+}
+
+#[test]
+fn where_placements_are_shared_a_first_turn_reads_local_counts_as_a_share_of_the_fleets() {
+    // Two replicas settle the same plan: one alone, one whose every announcement comes back
+    // through the (simulated) ledger together with four other replicas' records.
+    let recorder = Arc::new(Recorder::default());
+    let (shared, clock) = replica(0, recorder.clone());
+    let (alone, alone_clock) = replica(0, Arc::new(DiscardAffinity));
+    for m in 1000..1040 {
+        clock.advance(Duration::from_millis(50));
+        alone_clock.advance(Duration::from_millis(50));
+        routed(&shared, &chat(0, m, 1), &idle_except(&shared, &[]));
+        routed(&alone, &chat(0, m, 1), &idle_except(&alone, &[]));
+        for event in recorder.take() {
+            shared.apply_affinity(&event);
+            for other in 1..5u64 {
+                let theirs = AffinityEvent {
+                    prefix_key: event.prefix_key ^ (other << 40),
+                    ..event.clone()
+                };
+                shared.apply_affinity(&theirs);
+            }
+        }
+    }
+    let replicas = shared.stats().placement_replicas;
+    assert!((replicas - 5.0).abs() < 0.01, "{replicas}");
+    assert_eq!(alone.stats().placement_replicas, 1.0);
+    // A new conversation whose group worker carries one of the replica's own requests: alone,
+    // far below the bound's floor of 4; shared, about 5 of the fleet's, at it.
+    for n in 0..5 {
+        let probe = replica(0, Arc::new(DiscardAffinity));
+        let (home, _) = routed(&probe.0, &chat(0, n, 1), &idle_except(&probe.0, &[]));
+        let view: Vec<(&str, u64)> = NAMES
+            .iter()
+            .map(|&name| (name, u64::from(name == home)))
+            .collect();
+        let (worker, decision) = routed(&alone, &chat(0, n, 1), &fleet(&alone, &view));
+        assert_eq!(
+            (worker.as_str(), decision.branch),
+            (home.as_str(), PROMPT_GROUP)
+        );
+        let (worker, decision) = routed(&shared, &chat(0, n, 1), &fleet(&shared, &view));
+        assert_ne!(worker, home, "{n}");
+        assert_eq!(decision.branch, PROMPT_GROUP_SPILL);
     }
 }

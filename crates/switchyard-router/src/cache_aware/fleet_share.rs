@@ -1,0 +1,144 @@
+//! How many replicas share this one's placements, as their affinity events show.
+//!
+//! Replicas that form one group replicate every placement they announce, and every replica
+//! applies every record, its own included. Fed at random, each replica announces its share of
+//! the fleet's placements, so the fresh records applied here against this replica's own
+//! announcements over the same time say how many replicas are placing: about N for N
+//! replicas, 1 for one replica alone, and nothing (so 1) where events are not shared. A first
+//! turn's load bound then reads this replica's in-flight counts as that share of the fleet's
+//! (see `LoadBound::across_replicas`), the load every replica's turns meet at the worker.
+//! Independent replicas keep their own view: none of their events come back, and a first turn
+//! they moved on a fleet-wide estimate would split the conversation (the others never learn
+//! where it went).
+
+use std::time::Duration;
+
+/// Half-life of both counts: long enough for a few dozen announcements per replica at a
+/// modest rate, short enough to follow replicas joining or leaving within a minute.
+const HALF_LIFE: Duration = Duration::from_secs(30);
+/// Records older than this when applied (a restarted replica catching up on the log, or a
+/// clock far off) say nothing about who is placing now.
+const FRESH: Duration = Duration::from_secs(10);
+/// Below this many (decayed) own announcements the ratio is noise: count as alone.
+const MIN_ANNOUNCED: f64 = 8.0;
+/// The most replicas the estimate claims (a bound on what a noisy ratio can do to the cap).
+const MAX_REPLICAS: f64 = 64.0;
+
+#[derive(Debug, Default)]
+pub(super) struct FleetShare {
+    /// Decayed count of this replica's own announcements, as of `at`.
+    own: f64,
+    /// Decayed count of fresh records applied (every replica's, this one's included).
+    applied: f64,
+    at: Duration,
+}
+
+impl FleetShare {
+    fn decay_to(&mut self, now: Duration) {
+        // A clock that went back decays nothing until it passes `at` again.
+        let Some(elapsed) = now.checked_sub(self.at) else {
+            return;
+        };
+        let keep = (-elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2();
+        self.own *= keep;
+        self.applied *= keep;
+        self.at = now;
+    }
+
+    /// This replica announced a placement at `now`.
+    pub(super) fn announced(&mut self, now: Duration) {
+        self.decay_to(now);
+        self.own += 1.0;
+    }
+
+    /// A record announced at `announced_at` (by any replica) was applied here at `now`.
+    pub(super) fn applied(&mut self, now: Duration, announced_at: Duration) {
+        let age = now.checked_sub(announced_at).unwrap_or_default();
+        if age > FRESH {
+            return;
+        }
+        self.decay_to(now);
+        self.applied += 1.0;
+    }
+
+    /// Replicas placing alongside this one, itself included (≥ 1).
+    pub(super) fn replicas(&self, now: Duration) -> f64 {
+        let elapsed = now.checked_sub(self.at).unwrap_or_default();
+        let keep = (-elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2();
+        if self.own * keep < MIN_ANNOUNCED {
+            return 1.0;
+        }
+        (self.applied / self.own).clamp(1.0, MAX_REPLICAS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    /// `replicas` replicas each announcing once per second, all records applied here.
+    fn fed(replicas: u32, seconds: u32) -> FleetShare {
+        let mut share = FleetShare::default();
+        for s in 0..seconds {
+            let now = secs(f64::from(s));
+            share.announced(now);
+            for _ in 0..replicas {
+                share.applied(now, now);
+            }
+        }
+        share
+    }
+
+    #[test]
+    fn the_ratio_of_applied_records_to_own_announcements_counts_the_replicas() {
+        let now = secs(60.0);
+        assert!((fed(5, 60).replicas(now) - 5.0).abs() < 1e-9);
+        assert!((fed(3, 60).replicas(now) - 3.0).abs() < 1e-9);
+        // Alone in a group: only its own records come back.
+        assert!((fed(1, 60).replicas(now) - 1.0).abs() < 1e-9);
+        // Events not shared at all: nothing comes back, and that is being alone too.
+        assert_eq!(fed(0, 60).replicas(now), 1.0);
+    }
+
+    #[test]
+    fn too_few_announcements_or_stale_records_count_as_alone() {
+        // Five announcements, every one echoed by five replicas: still too few to judge.
+        assert_eq!(fed(5, 5).replicas(secs(5.0)), 1.0);
+        // Once enough were announced, a long silence decays them below the minimum again.
+        let share = fed(5, 60);
+        assert!(share.replicas(secs(60.0)) > 4.9);
+        assert_eq!(share.replicas(secs(600.0)), 1.0);
+        // A log replayed on restart: old records change nothing.
+        let mut share = fed(1, 60);
+        for _ in 0..1000 {
+            share.applied(secs(60.0), secs(1.0));
+        }
+        assert!((share.replicas(secs(60.0)) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_estimate_follows_replicas_leaving_and_is_bounded() {
+        // Five replicas for a minute, then this one alone in the group for two.
+        let mut share = fed(5, 60);
+        for s in 60..180 {
+            let now = secs(f64::from(s));
+            share.announced(now);
+            share.applied(now, now);
+        }
+        let left = share.replicas(secs(180.0));
+        assert!((1.0..1.3).contains(&left), "{left}");
+        // Far more records than announcements (a burst of others' moves) stays bounded.
+        let mut share = fed(1, 20);
+        for _ in 0..100_000 {
+            share.applied(secs(20.0), secs(20.0));
+        }
+        assert_eq!(share.replicas(secs(20.0)), MAX_REPLICAS);
+        // A clock that went back neither panics nor decays.
+        let share = fed(5, 60);
+        assert!((share.replicas(secs(1.0)) - 5.0).abs() < 1e-9);
+    }
+}
