@@ -16,8 +16,8 @@ use std::time::Duration;
 /// Half-life of both counts: long enough for a few dozen announcements per replica at a
 /// modest rate, short enough to follow replicas joining or leaving within a minute.
 const HALF_LIFE: Duration = Duration::from_secs(30);
-/// Records older than this when applied (a restarted replica catching up on the log, or a
-/// clock far off) say nothing about who is placing now.
+/// Records older than this when applied (a log replayed to a lagging replica, or a clock far
+/// off) say nothing about who is placing now.
 const FRESH: Duration = Duration::from_secs(10);
 /// Below this many (decayed) own announcements the ratio is noise: count as alone.
 const MIN_ANNOUNCED: f64 = 8.0;
@@ -31,9 +31,20 @@ pub(super) struct FleetShare {
     /// Decayed count of fresh records applied (every replica's, this one's included).
     applied: f64,
     at: Duration,
+    /// When this replica started: records announced before it (the log a restarted replica
+    /// catches up on) pair with none of its own announcements.
+    started: Duration,
 }
 
 impl FleetShare {
+    pub(super) fn starting_at(now: Duration) -> Self {
+        Self {
+            at: now,
+            started: now,
+            ..Self::default()
+        }
+    }
+
     fn decay_to(&mut self, now: Duration) {
         // A clock that went back decays nothing until it passes `at` again.
         let Some(elapsed) = now.checked_sub(self.at) else {
@@ -54,7 +65,7 @@ impl FleetShare {
     /// A record announced at `announced_at` (by any replica) was applied here at `now`.
     pub(super) fn applied(&mut self, now: Duration, announced_at: Duration) {
         let age = now.checked_sub(announced_at).unwrap_or_default();
-        if age > FRESH {
+        if age > FRESH || announced_at < self.started {
             return;
         }
         self.decay_to(now);
@@ -118,6 +129,20 @@ mod tests {
             share.applied(secs(60.0), secs(1.0));
         }
         assert!((share.replicas(secs(60.0)) - 1.0).abs() < 1e-9);
+        // A replica restarted at 100 s catches up on the records of the seconds before it:
+        // fresh, but none of them answers one of its own announcements.
+        let mut share = FleetShare::starting_at(secs(100.0));
+        for _ in 0..200 {
+            share.applied(secs(100.5), secs(95.0));
+        }
+        for s in 100..120 {
+            let now = secs(f64::from(s));
+            share.announced(now);
+            for _ in 0..3 {
+                share.applied(now, now);
+            }
+        }
+        assert!((share.replicas(secs(120.0)) - 3.0).abs() < 1e-9);
     }
 
     #[test]

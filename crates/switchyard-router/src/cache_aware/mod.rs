@@ -154,7 +154,7 @@ impl CacheAwarePolicy {
                 groups: GroupShares::with_defaults(),
                 plan: GroupPlan::default(),
                 batches: LearnedBatches::default(),
-                fleet: FleetShare::default(),
+                fleet: FleetShare::starting_at(clock.unix_now()),
             }),
             least_loaded: LeastLoaded::default(),
             clock,
