@@ -45,12 +45,18 @@ impl FleetShare {
         }
     }
 
+    /// The share of a count at `at` still kept at `now` (1 for a clock that went back).
+    fn kept(&self, now: Duration) -> f64 {
+        let elapsed = now.checked_sub(self.at).unwrap_or_default();
+        (-elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2()
+    }
+
     fn decay_to(&mut self, now: Duration) {
         // A clock that went back decays nothing until it passes `at` again.
-        let Some(elapsed) = now.checked_sub(self.at) else {
+        if now < self.at {
             return;
-        };
-        let keep = (-elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2();
+        }
+        let keep = self.kept(now);
         self.own *= keep;
         self.applied *= keep;
         self.at = now;
@@ -74,9 +80,7 @@ impl FleetShare {
 
     /// Replicas placing alongside this one, itself included (≥ 1).
     pub(super) fn replicas(&self, now: Duration) -> f64 {
-        let elapsed = now.checked_sub(self.at).unwrap_or_default();
-        let keep = (-elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2();
-        if self.own * keep < MIN_ANNOUNCED {
+        if self.own * self.kept(now) < MIN_ANNOUNCED {
             return 1.0;
         }
         (self.applied / self.own).clamp(1.0, MAX_REPLICAS)
