@@ -32,7 +32,8 @@ BASE="${FIG_PORT_BASE:-20000}"
 # `later_turn_escape_in_flight` to BUSY_DEPTH (default 8, the sims' batch size): a later turn
 # leaves a worker carrying a full batch; "nogroups" turns `prompt_groups` off (conversations
 # spread over the whole ring by their opening, the placement before system-prompt groups);
-# "nolearn" turns off the busy escape at the batch size the engines' gauges showed.
+# "nolearn" turns off the busy escape at the batch size the engines' gauges showed;
+# "nobalance" turns off `prompt_group_balance` (first turns keep to the shared draw).
 BUSY_DEPTH="${BUSY_DEPTH:-8}"
 CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed independent:5:cache_aware:agentic-keyed}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
@@ -63,6 +64,7 @@ write_config() {
     has_flag "$flag" busy && tunables+=("later_turn_escape_in_flight = $BUSY_DEPTH")
     has_flag "$flag" nogroups && tunables+=("prompt_groups = false")
     has_flag "$flag" nolearn && tunables+=("later_turn_escape_learned = false")
+    has_flag "$flag" nobalance && tunables+=("prompt_group_balance = false")
     if ((${#tunables[@]})); then
         printf '\n[routing.cache_aware]\n' >>"$path"
         printf '%s\n' "${tunables[@]}" >>"$path"

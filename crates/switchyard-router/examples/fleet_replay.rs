@@ -181,6 +181,8 @@ fn main() -> Result<(), String> {
     let (mut prompt_tokens, mut cached_tokens) = (0u64, 0u64);
     let (mut later_turns, mut left_home, mut evicted_tokens) = (0u64, 0u64, 0u64);
     let mut served = vec![0u64; max_workers];
+    let mut evicted_by_worker = vec![0u64; max_workers];
+    let mut tokens_by_worker = vec![0u64; max_workers];
     let mut ttfts: Vec<f64> = Vec::new();
     let mut branches: HashMap<&'static str, u64> = HashMap::new();
     let mut now = 0.0f64;
@@ -352,6 +354,7 @@ fn main() -> Result<(), String> {
             } else {
                 let expected = previous_blocks[conversation] * switchyard_sim::BLOCK_TOKENS;
                 evicted_tokens += expected.saturating_sub(cached) as u64;
+                evicted_by_worker[worker] += expected.saturating_sub(cached) as u64;
             }
         }
         previous_blocks[conversation] = blocks.computed.len();
@@ -365,6 +368,7 @@ fn main() -> Result<(), String> {
         prompt_tokens += blocks.prompt_tokens as u64;
         cached_tokens += cached as u64;
         served[worker] += 1;
+        tokens_by_worker[worker] += blocks.prompt_tokens as u64;
         let batch = &mut batches[worker];
         let mut finishes: Vec<f64> = batch.finishing.iter().map(|(f, _)| *f).collect();
         finishes.sort_by(f64::total_cmp);
@@ -413,6 +417,8 @@ fn main() -> Result<(), String> {
         "moved_checked": moved_checked,
         "moved_forced": moved_forced,
         "branches": branches,
+        "evicted_by_worker": evicted_by_worker,
+        "tokens_by_worker": tokens_by_worker,
     });
     println!("{report}");
     Ok(())

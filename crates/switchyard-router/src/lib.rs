@@ -20,7 +20,7 @@
 //! `switchyard_routing_affinity_events_applied_total`,
 //! `switchyard_routing_affinity_events_ignored_total`,
 //! `switchyard_routing_placement_overrides`, `switchyard_routing_prefix_tree_bytes`,
-//! `switchyard_routing_placement_replicas`.
+//! `switchyard_routing_placement_replicas`, `switchyard_routing_openings_met_ratio`.
 
 mod affinity;
 mod cache_aware;

@@ -102,6 +102,10 @@ pub struct RoutingStats {
     /// events show (cache_aware: 1 alone or where events are not shared; 0 for policies that
     /// keep no affinity). A first turn's load bound reads local counts at this scale.
     pub placement_replicas: f64,
+    /// Gauge: share of the conversations this replica met lately that it met at their
+    /// opening (cache_aware; about 1 for a replica routing whole conversations, 1/N for one
+    /// of N independent replicas fed at random, 0 before any).
+    pub openings_met_share: f64,
 }
 
 /// A routing policy shared by every request handler of a gateway.

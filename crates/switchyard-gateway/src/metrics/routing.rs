@@ -9,6 +9,7 @@ pub struct RoutingMetrics {
     ring_vnodes: IntGauge,
     keys_moved_ratio: Gauge,
     placement_replicas: Gauge,
+    openings_met_ratio: Gauge,
     hot_keys_spread: IntGauge,
     placement_overrides: IntGauge,
     tree_bytes: IntGauge,
@@ -53,6 +54,12 @@ impl RoutingMetrics {
              events show; a first turn's load bound scales local in-flight counts by it.",
         )?;
         registry.register(Box::new(placement_replicas.clone()))?;
+        let openings_met_ratio = Gauge::new(
+            "switchyard_routing_openings_met_ratio",
+            "Share of the conversations this replica met lately that it met at their opening; \
+             near 1 its first turns may balance their group workers' cache writes.",
+        )?;
+        registry.register(Box::new(openings_met_ratio.clone()))?;
         Ok(Self {
             ring_workers: gauge(
                 registry,
@@ -66,6 +73,7 @@ impl RoutingMetrics {
             )?,
             keys_moved_ratio,
             placement_replicas,
+            openings_met_ratio,
             hot_keys_spread: gauge(
                 registry,
                 "switchyard_routing_hot_keys_spread",
@@ -120,6 +128,7 @@ impl RoutingMetrics {
         self.keys_moved_ratio
             .set(stats.keys_moved_on_last_membership_change);
         self.placement_replicas.set(stats.placement_replicas);
+        self.openings_met_ratio.set(stats.openings_met_share);
         self.hot_keys_spread.set(stats.hot_keys_spread as i64);
         self.placement_overrides
             .set(stats.placement_overrides as i64);

@@ -22,6 +22,9 @@ pub(super) const PROMPT_GROUP: &str = "prompt_group";
 /// A first turn whose group worker was over the bound: the next worker of its system prompt's
 /// ranking took it (broadcast as a `LoadMove`).
 pub(super) const PROMPT_GROUP_SPILL: &str = "prompt_group_spill";
+/// A first turn given the group worker it drew second, which wrote less to its cache lately
+/// (a replica that routes its conversations whole; broadcast like `prompt_group`).
+pub(super) const PROMPT_GROUP_BALANCED: &str = "prompt_group_balanced";
 /// The fleet's in-flight spread is too large: least loaded, cache ignored.
 pub(super) const IMBALANCED: &str = "imbalanced";
 /// Short prompt, no routing key, or no candidate on the ring: least loaded.
@@ -37,6 +40,7 @@ pub(super) const BRANCHES: &[&str] = &[
     BUSY_ESCAPE,
     PROMPT_GROUP,
     PROMPT_GROUP_SPILL,
+    PROMPT_GROUP_BALANCED,
     IMBALANCED,
     LEAST_LOADED,
 ];

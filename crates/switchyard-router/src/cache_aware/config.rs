@@ -92,6 +92,13 @@ pub struct CacheAwareConfig {
     /// Only a system prompt at least this long (bytes of flattened text) groups its
     /// conversations; shorter ones are cheap to re-prefill and spread over the ring.
     pub prompt_group_min_bytes: u64,
+    /// A conversation's first turn takes the group worker it draws second instead of the
+    /// first when that one was sent fewer uncached prompt bytes lately (what its engine
+    /// writes to, and so evicts from, its KV cache), evening out the evictions, but only on a
+    /// replica that meets (nearly) every conversation at its opening, where the later turns
+    /// follow the first wherever it went (metric `switchyard_routing_openings_met_ratio`);
+    /// one of several independent replicas fed at random keeps to the draw everyone shares.
+    pub prompt_group_balance: bool,
 }
 
 impl Default for CacheAwareConfig {
@@ -115,6 +122,7 @@ impl Default for CacheAwareConfig {
             prompt_groups: true,
             prompt_group_load_factor: 1.0,
             prompt_group_min_bytes: 1024,
+            prompt_group_balance: true,
         }
     }
 }

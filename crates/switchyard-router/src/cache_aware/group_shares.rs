@@ -84,8 +84,16 @@ impl GroupShares {
 
     /// Counts the turns of `conversation` (of system prompt `group`) that its history shows
     /// at its turn `turn` (1 for the opening) and this replica has not counted yet. A turn
-    /// sent again (a retry) counts nothing.
-    pub(super) fn observe(&mut self, group: u64, conversation: u64, turn: u32, now: Duration) {
+    /// sent again (a retry) counts nothing. True when this replica meets the conversation for
+    /// the first time (as far as it remembers).
+    pub(super) fn observe(
+        &mut self,
+        group: u64,
+        conversation: u64,
+        turn: u32,
+        now: Duration,
+    ) -> bool {
+        let met = !self.counted.contains_key(&conversation);
         let counted = match self.counted.get_mut(&conversation) {
             Some(counted) => counted,
             None => {
@@ -99,11 +107,11 @@ impl GroupShares {
             }
         };
         let new_turns = turn.saturating_sub(*counted);
-        if new_turns == 0 {
-            return;
+        if new_turns > 0 {
+            *counted = turn;
+            self.add(group, f64::from(new_turns), now);
         }
-        *counted = turn;
-        self.add(group, f64::from(new_turns), now);
+        met
     }
 
     /// Counts one request of system prompt `group` at `now`.

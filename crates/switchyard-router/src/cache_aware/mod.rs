@@ -4,19 +4,22 @@
 //! talking and sessions sharing one system prompt still spread. A chat is named by its
 //! conversation (its opening, under the session or user key when one is sent: `conversation`):
 //! only its first turn takes a (loose, in-flight) load bound, read on the fleet's scale where
-//! replicas share placements (`fleet_share`); later turns go where it lives on every replica,
-//! unless that worker's engine reports a queue or it carries a full batch (`escape`); when the
-//! holder of a prefix is filtered, migrate the affinity to the fallback worker at once and say
-//! so to the other replicas.
+//! replicas share placements (`fleet_share`), and on a replica that routes its conversations
+//! whole it evens out its group workers' cache writes (`openings`); later turns go where it
+//! lives on every replica, unless that worker's engine reports a queue or it carries a full
+//! batch (`escape`); when the holder of a prefix is filtered, migrate the affinity to the
+//! fallback worker at once and say so to the other replicas.
 
 mod affinity;
 mod branches;
+mod choice;
 mod config;
 mod conversation;
 mod escape;
 mod fleet_share;
 mod group_shares;
 mod matching;
+mod openings;
 mod placement;
 mod prompt_group;
 mod recent;
@@ -30,6 +33,8 @@ mod tests_anonymous;
 mod tests_busy_escape;
 #[cfg(test)]
 mod tests_escape;
+#[cfg(test)]
+mod tests_group_balance;
 #[cfg(test)]
 mod tests_keys;
 #[cfg(test)]
@@ -51,11 +56,13 @@ use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingSta
 use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
 use branches::*;
+use choice::Choice;
 use conversation::Conversation;
 use escape::{LearnedBatches, ReportedLoads, later_turn_escape};
 use fleet_share::FleetShare;
 use group_shares::GroupShares;
 use matching::{Affinity, best_cache_match, least_busy_holder};
+use openings::OpeningsSeen;
 use parking_lot::Mutex;
 use placement::{Grouping, PlacementKind, PlacementOverrides};
 use prompt_group::{GROUP_PLAN_EVERY, GroupPlan};
@@ -73,10 +80,14 @@ struct AffinityState {
     tree: PrefixTree,
     overrides: PlacementOverrides,
     recent: RecentLoad,
+    /// Prompt bytes each worker was sent beyond what this replica saw it cache: what its
+    /// engine wrote to (and evicted from) its KV cache lately.
+    written: RecentLoad,
     groups: GroupShares,
     plan: GroupPlan,
     batches: LearnedBatches,
     fleet: FleetShare,
+    openings: OpeningsSeen,
 }
 
 pub struct CacheAwarePolicy {
@@ -89,22 +100,6 @@ pub struct CacheAwarePolicy {
     clock: WallClock,
     sink: Arc<dyn AffinitySink>,
     counters: AffinityCounters,
-}
-
-enum Choice {
-    Hit(WorkerId),
-    Imbalanced(WorkerId),
-    Migrate {
-        worker: WorkerId,
-        matched: usize,
-        displaced: Vec<WorkerId>,
-    },
-    Placed(WorkerId, PlacementKind),
-    /// A later turn sent past its conversation's saturated worker.
-    Escaped(WorkerId),
-    /// A later turn sent past its conversation's worker carrying a full batch.
-    Relieved(WorkerId),
-    LeastLoaded(WorkerId),
 }
 
 /// The request's routing key, as placement and affinity events use it.
@@ -151,10 +146,12 @@ impl CacheAwarePolicy {
                 tree: PrefixTree::new(max_tree_bytes),
                 overrides: PlacementOverrides::new(max_overrides),
                 recent: RecentLoad::new(half_life),
+                written: RecentLoad::new(half_life),
                 groups: GroupShares::with_defaults(),
                 plan: GroupPlan::default(),
                 batches: LearnedBatches::default(),
                 fleet: FleetShare::starting_at(clock.unix_now()),
+                openings: OpeningsSeen::starting_at(clock.unix_now()),
             }),
             least_loaded: LeastLoaded::default(),
             clock,
@@ -262,6 +259,10 @@ impl RoutingPolicy for CacheAwarePolicy {
             self.config.balance_rel_threshold,
         );
         let share_buffer = Vec::with_capacity(ring.members().len());
+        let mut written_buffer = match (&group, sticky) {
+            (Some(_), false) => Vec::with_capacity(ring.members().len()),
+            _ => Vec::new(),
+        };
         let now = self.clock.unix_now();
 
         let mut state = self.state.lock();
@@ -269,10 +270,12 @@ impl RoutingPolicy for CacheAwarePolicy {
             tree,
             overrides,
             recent,
+            written,
             groups,
             plan,
             batches,
             fleet,
+            openings,
         } = &mut *state;
         batches.observe(candidates);
         // A conversation's opening is bounded loosely and by in-flight counts alone: a replica
@@ -295,7 +298,9 @@ impl RoutingPolicy for CacheAwarePolicy {
         );
         let grouping = match (group, ranking, conversation) {
             (Some(group), Some(ranking), Some(conversation)) => {
-                groups.observe(group, conversation.key, turn, now);
+                if groups.observe(group, conversation.key, turn, now) {
+                    openings.met(turn <= 1, now);
+                }
                 plan.refresh(
                     &ring,
                     groups,
@@ -308,6 +313,16 @@ impl RoutingPolicy for CacheAwarePolicy {
             }
             _ => None,
         };
+        // A first turn evens out its group workers' cache writes only where its later turns
+        // follow it: this replica routes its conversations whole.
+        let balance = (self.config.prompt_group_balance
+            && !sticky
+            && grouping.is_some()
+            && openings.routes_whole(now))
+        .then(|| {
+            written_buffer.extend(ring.members().iter().map(|m| written.relative(m.id)));
+            written_buffer.as_slice()
+        });
         let lookup = tree.lookup(prompt);
         let candidate_hit = affinity
             .longest(&lookup, |worker| view.contains(worker))
@@ -317,11 +332,13 @@ impl RoutingPolicy for CacheAwarePolicy {
             if let Some(grouping) = &grouping {
                 let key = key?.hash;
                 let in_group = if sticky {
-                    placement::place_in_group(&ring, overrides, &loads, grouping, key, |_, _| true)
+                    let any = |_, _| true;
+                    placement::place_in_group(&ring, overrides, &loads, grouping, key, any, None)
                 } else {
-                    placement::place_in_group(&ring, overrides, &loads, grouping, key, |_, n| {
-                        opening_bound.accepts(n)
-                    })
+                    let bounded = |_, n| opening_bound.accepts(n);
+                    placement::place_in_group(
+                        &ring, overrides, &loads, grouping, key, bounded, balance,
+                    )
                 };
                 // No candidate within both bounds: the ring decides, as without a group.
                 return in_group.or_else(|| {
@@ -413,55 +430,26 @@ impl RoutingPolicy for CacheAwarePolicy {
             _ => None,
         };
         let choice = escaped.unwrap_or(choice);
-        let (worker, branch) = match &choice {
-            Choice::Hit(worker) => (*worker, PREFIX_HIT),
-            Choice::Imbalanced(worker) => (*worker, IMBALANCED),
-            Choice::Migrate { worker, .. } => (*worker, MIGRATED),
-            Choice::Placed(worker, PlacementKind::Override) => (*worker, PLACEMENT_OVERRIDE),
-            Choice::Placed(worker, PlacementKind::Hash) => (*worker, HASH_PLACEMENT),
-            Choice::Placed(worker, PlacementKind::HashFallback) => (*worker, HASH_FALLBACK),
-            Choice::Placed(worker, PlacementKind::LoadMove) => (*worker, LOAD_MOVE),
-            Choice::Placed(worker, PlacementKind::Group) => (*worker, PROMPT_GROUP),
-            Choice::Placed(worker, PlacementKind::GroupSpill) => (*worker, PROMPT_GROUP_SPILL),
-            Choice::Escaped(worker) => (*worker, LOAD_ESCAPE),
-            Choice::Relieved(worker) => (*worker, BUSY_ESCAPE),
-            Choice::LeastLoaded(worker) => (*worker, LEAST_LOADED),
-        };
+        let (worker, branch) = choice.worker_and_branch();
         let prefix_match = best_cache_match(&lookup, &view, worker, prompt_len);
+        let cached_here = lookup
+            .longest_held_by(|holder| holder == worker)
+            .map_or(0, |(len, _)| len);
+        written.record_amount(worker, prompt_len.saturating_sub(cached_here) as f64, now);
         // Even off-affinity choices are recorded: the next, longer turn of this conversation
         // then follows the worker that actually has it cached now.
         lookup.insert(worker);
         recent.record(worker, now);
-        let deviation = match choice {
-            Choice::Migrate {
-                matched, displaced, ..
-            } => {
-                tree.displace(&prompt[..matched], &displaced);
-                // The key follows too, so this session's (or block's) next new conversation
-                // goes where its cache now is, on every replica (the ledger keeps only the key).
-                if let Some(key) = key {
-                    overrides.set(key.hash, worker);
-                }
-                Some(Deviation::Migration { matched, displaced })
-            }
-            // An escape moves the conversation like a load move: replicas that share
-            // affinity events follow it there even once the old worker's queue is gone.
-            Choice::Placed(_, PlacementKind::LoadMove | PlacementKind::GroupSpill)
-            | Choice::Escaped(_)
-            | Choice::Relieved(_) => {
-                if let Some(key) = key {
-                    overrides.set(key.hash, worker);
-                }
-                Some(Deviation::LoadMove)
-            }
-            Choice::Placed(_, PlacementKind::Group) if !sticky => {
-                if let Some(key) = key {
-                    overrides.set(key.hash, worker);
-                }
-                Some(Deviation::GroupPlacement)
-            }
-            _ => None,
-        };
+        let deviation = choice.into_deviation(sticky);
+        if let Some(Deviation::Migration { matched, displaced }) = &deviation {
+            tree.displace(&prompt[..*matched], displaced);
+        }
+        // The key follows every deviation, so replicas that share affinity events (and this
+        // session's or block's next new conversation) go where its cache now is; the ledger
+        // keeps only the key.
+        if let (Some(_), Some(key)) = (&deviation, key) {
+            overrides.set(key.hash, worker);
+        }
         if deviation.is_some() {
             fleet.announced(now);
         }
@@ -489,6 +477,7 @@ impl RoutingPolicy for CacheAwarePolicy {
         state.tree.remove_worker(id);
         state.overrides.forget_worker(id);
         state.recent.forget(id);
+        state.written.forget(id);
         state.batches.forget(id);
     }
 
@@ -507,6 +496,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             placement_overrides: state.overrides.len() as u64,
             tree_bytes: state.tree.text_bytes() as u64,
             placement_replicas: state.fleet.replicas(self.clock.unix_now()),
+            openings_met_share: state.openings.share(),
             ..self.counters.snapshot()
         }
     }

@@ -25,6 +25,8 @@ pub(super) enum PlacementKind {
     /// The group's worker for the conversation was over the bound (a first turn): another
     /// worker of the prompt's ranking took it, a deviation to broadcast.
     GroupSpill,
+    /// A first turn given the group worker it drew second, which wrote less to its cache.
+    GroupBalanced,
 }
 
 /// Routing-key hash → worker, for keys placed off their ring owner (load moves) or moved by a
@@ -150,6 +152,7 @@ pub(super) fn place_in_group(
     group: &Grouping,
     key: u64,
     accepts: impl Fn(u32, u64) -> bool,
+    written: Option<&[f64]>,
 ) -> Option<(WorkerId, PlacementKind)> {
     if let Some(worker) = overrides.get(key) {
         let fits = ring.member_index(worker).is_some_and(|member| {
@@ -161,11 +164,19 @@ pub(super) fn place_in_group(
             return Some((worker, PlacementKind::Override));
         }
     }
-    let (worker, how) =
-        prompt_group::place(ring, loads, &group.slots, &group.ranking, key, accepts)?;
+    let (worker, how) = prompt_group::place(
+        ring,
+        loads,
+        &group.slots,
+        &group.ranking,
+        key,
+        accepts,
+        written,
+    )?;
     let kind = match how {
         GroupPlacement::Preferred => PlacementKind::Group,
         GroupPlacement::Spilled => PlacementKind::GroupSpill,
+        GroupPlacement::Balanced => PlacementKind::GroupBalanced,
     };
     Some((worker, kind))
 }

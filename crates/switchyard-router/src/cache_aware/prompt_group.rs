@@ -35,6 +35,8 @@ pub(super) enum GroupPlacement {
     /// The preferred worker was over the bound (a first turn): another group worker, or the
     /// next worker in the prompt's ranking. A deviation to announce.
     Spilled,
+    /// A first turn given the group worker it drew second, which wrote less to its cache.
+    Balanced,
 }
 
 /// Each tracked system prompt's workers and the part of its traffic each takes, in units of a
@@ -185,6 +187,12 @@ fn score(name: &[u8], conversation: u64, weight: f64) -> f64 {
 /// ranked `ranking`): the slot it draws by weighted rendezvous, if a candidate and
 /// `accepts(member, in_flight)`; else the other candidate slots in its order, then the rest of
 /// the prompt's ranking. None if no candidate accepts.
+///
+/// With `written` (each ring member's recent cache writes, by member index), the slot drawn
+/// second takes the turn instead of the first when both accept it and its worker wrote less:
+/// a group's conversations then even out what its workers evict, which the draw alone leaves
+/// to chance (each conversation is a lump of turns of its own length). Only for a replica
+/// whose conversations' later turns follow it wherever it put the first (see `openings`).
 pub(super) fn place(
     ring: &Ring,
     loads: &CandidateLoads,
@@ -192,6 +200,7 @@ pub(super) fn place(
     ranking: &[u32],
     conversation: u64,
     accepts: impl Fn(u32, u64) -> bool,
+    written: Option<&[f64]>,
 ) -> Option<(WorkerId, GroupPlacement)> {
     let mut drawn: Vec<(f64, u32, u64)> = slots
         .iter()
@@ -203,6 +212,23 @@ pub(super) fn place(
         .collect();
     drawn.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let id = |member: u32| ring.member(member).map(|m| m.id);
+    if let (
+        Some(written),
+        [
+            (_, first, first_in_flight),
+            (_, second, second_in_flight),
+            ..,
+        ],
+    ) = (written, drawn.as_slice())
+    {
+        let wrote = |member: u32| written.get(member as usize).copied().unwrap_or(0.0);
+        if accepts(*first, *first_in_flight)
+            && accepts(*second, *second_in_flight)
+            && wrote(*second) < wrote(*first)
+        {
+            return Some((id(*second)?, GroupPlacement::Balanced));
+        }
+    }
     let mut in_group = drawn
         .iter()
         .map(|&(_, member, in_flight)| (member, in_flight));
@@ -300,8 +326,16 @@ mod tests {
         let ranked = ranking(&ring, 1);
         let mut taken = [0u32; 4];
         for conversation in 0..1200u64 {
-            let (worker, how) = place(&ring, &idle, &slots, &ranked, conversation, |_, _| true)
-                .expect("a candidate");
+            let (worker, how) = place(
+                &ring,
+                &idle,
+                &slots,
+                &ranked,
+                conversation,
+                |_, _| true,
+                None,
+            )
+            .expect("a candidate");
             assert_eq!(how, GroupPlacement::Preferred);
             taken[worker.0 as usize] += 1;
         }
@@ -313,13 +347,82 @@ mod tests {
                 "{taken:?} {slots:?}"
             );
         }
-        let first = place(&ring, &idle, &slots, &ranked, 5, |_, _| true)
+        let first = place(&ring, &idle, &slots, &ranked, 5, |_, _| true, None)
             .unwrap()
             .0;
         let first = ring.member_index(first).unwrap();
-        let (other, how) = place(&ring, &idle, &slots, &ranked, 5, |m, _| m != first).unwrap();
+        let (other, how) =
+            place(&ring, &idle, &slots, &ranked, 5, |m, _| m != first, None).unwrap();
         assert_eq!(how, GroupPlacement::Spilled);
         assert_ne!(ring.member_index(other), Some(first));
-        assert_eq!(place(&ring, &idle, &slots, &ranked, 5, |_, _| false), None);
+        assert_eq!(
+            place(&ring, &idle, &slots, &ranked, 5, |_, _| false, None),
+            None
+        );
+    }
+
+    #[test]
+    fn with_cache_writes_a_first_turn_takes_its_second_draw_when_that_wrote_less() {
+        let ring = ring(4);
+        let idle = loads(&ring, &[0; 4]);
+        let slots: Vec<Slot> = vec![(0, 2.0), (1, 2.0)];
+        let ranked = ranking(&ring, 7);
+        let member = |worker: WorkerId| ring.member_index(worker).unwrap();
+        let even = [1.0, 1.0, 0.0, 0.0];
+        let place_with = |conversation: u64, accepts: &dyn Fn(u32, u64) -> bool, written| {
+            place(
+                &ring,
+                &idle,
+                &slots,
+                &ranked,
+                conversation,
+                accepts,
+                written,
+            )
+            .map(|(worker, how)| (member(worker), how))
+        };
+        // Member 0 wrote ten times what member 1 did: every conversation takes member 1, those
+        // that drew member 0 first as a balanced placement.
+        let written = [10.0, 1.0, 0.0, 0.0];
+        let mut balanced = 0;
+        for conversation in 0..200u64 {
+            let drawn = place_with(conversation, &|_, _| true, None).unwrap();
+            let placed = place_with(conversation, &|_, _| true, Some(&written)).unwrap();
+            match drawn {
+                (0, GroupPlacement::Preferred) => {
+                    assert_eq!(placed, (1, GroupPlacement::Balanced));
+                    balanced += 1;
+                }
+                other => assert_eq!(placed, other),
+            }
+            // Equal writes, or a second draw the bound refuses: the draw stands.
+            assert_eq!(
+                place_with(conversation, &|_, _| true, Some(&even)),
+                Some(drawn)
+            );
+            let refuse_one = |m: u32, _| m != 1;
+            assert_eq!(
+                place_with(conversation, &refuse_one, Some(&written)),
+                place_with(conversation, &refuse_one, None)
+            );
+        }
+        assert!((60..=140).contains(&balanced), "{balanced}");
+        // A prompt with one worker has nothing to balance.
+        let one: Vec<Slot> = vec![(2, 4.0)];
+        for conversation in 0..20u64 {
+            let placed = place(
+                &ring,
+                &idle,
+                &one,
+                &ranked,
+                conversation,
+                |_, _| true,
+                Some(&written),
+            );
+            assert_eq!(
+                placed.map(|(w, how)| (member(w), how)),
+                Some((2, GroupPlacement::Preferred))
+            );
+        }
     }
 }

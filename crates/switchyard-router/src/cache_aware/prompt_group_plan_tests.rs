@@ -77,8 +77,24 @@ fn replicas_whose_estimates_differ_a_little_place_nearly_every_conversation_alik
             let differ = (0..2000u64)
                 .filter(|&c| {
                     let conversation = k << 32 | c;
-                    let on_a = place(&ring, &loads, &slots_a, &ranked, conversation, |_, _| true);
-                    let on_b = place(&ring, &loads, &slots_b, &ranked, conversation, |_, _| true);
+                    let on_a = place(
+                        &ring,
+                        &loads,
+                        &slots_a,
+                        &ranked,
+                        conversation,
+                        |_, _| true,
+                        None,
+                    );
+                    let on_b = place(
+                        &ring,
+                        &loads,
+                        &slots_b,
+                        &ranked,
+                        conversation,
+                        |_, _| true,
+                        None,
+                    );
                     on_a.map(|p| p.0) != on_b.map(|p| p.0)
                 })
                 .count();

@@ -73,8 +73,19 @@ impl RecentLoad {
 
     /// Counts one request routed to `worker` at `now`.
     pub(super) fn record(&mut self, worker: WorkerId, now: Duration) {
-        let weight = self.weight(now);
+        self.record_amount(worker, 1.0, now);
+    }
+
+    /// Counts `amount` (of whatever this instance tracks) for `worker` at `now`.
+    pub(super) fn record_amount(&mut self, worker: WorkerId, amount: f64, now: Duration) {
+        let weight = self.weight(now) * amount;
         *self.scaled.entry(worker).or_insert(0.0) += weight;
+    }
+
+    /// `worker`'s decayed count on a scale shared by every worker at one moment: compare it
+    /// with other workers' read at the same time, never with an earlier reading.
+    pub(super) fn relative(&self, worker: WorkerId) -> f64 {
+        self.scaled.get(&worker).copied().unwrap_or(0.0)
     }
 
     /// The bound for placing one request at `now`: the mean is taken over `candidates`;

@@ -20,7 +20,7 @@ fn system_prompt(app: usize) -> String {
     )
 }
 
-fn chat(app: usize, conversation: usize, turns: usize) -> String {
+pub(super) fn chat(app: usize, conversation: usize, turns: usize) -> String {
     let mut prompt = format!(
         "{}<|user|>ticket {conversation}: my order {conversation} has not arrived\n",
         system_prompt(app)
@@ -33,12 +33,26 @@ fn chat(app: usize, conversation: usize, turns: usize) -> String {
     prompt
 }
 
-/// A replica on its own manual clock, so plans are rebuilt as time passes.
+/// A replica on its own manual clock, so plans are rebuilt as time passes. These tests feed
+/// each replica every opening, as no replica fed at random is: a first turn keeps to the
+/// draw every replica shares (no balancing of cache writes, see `tests_group_balance`).
 fn replica(id_base: u32, sink: Arc<dyn AffinitySink>) -> (CacheAwarePolicy, Arc<ManualClock>) {
+    let config = CacheAwareConfig {
+        prompt_group_balance: false,
+        ..Default::default()
+    };
+    replica_with(config, id_base, sink)
+}
+
+pub(super) fn replica_with(
+    config: CacheAwareConfig,
+    id_base: u32,
+    sink: Arc<dyn AffinitySink>,
+) -> (CacheAwarePolicy, Arc<ManualClock>) {
     let manual = Arc::new(ManualClock::new());
     let clock = WallClock::new(manual.clone(), Duration::from_secs(1_700_000_000));
     let policy = CacheAwarePolicy::new(
-        CacheAwareConfig::default(),
+        config,
         &ConsistentHashConfig::default(),
         RoutingKeyConfig::default(),
         clock,
@@ -51,7 +65,11 @@ fn replica(id_base: u32, sink: Arc<dyn AffinitySink>) -> (CacheAwarePolicy, Arc<
     (policy, manual)
 }
 
-fn routed(policy: &CacheAwarePolicy, prompt: &str, candidates: &[Candidate]) -> (String, Decision) {
+pub(super) fn routed(
+    policy: &CacheAwarePolicy,
+    prompt: &str,
+    candidates: &[Candidate],
+) -> (String, Decision) {
     let request = RouteRequest {
         prompt,
         session_id: None,

@@ -1,0 +1,100 @@
+//! A first turn evens out its group workers' cache writes only on a replica that routes its
+//! conversations whole: there the later turns follow it to the worker it took; one of several
+//! independent replicas fed at random keeps to the draw the others share.
+
+use super::tests_affinity::{NAMES, idle_except};
+use super::tests_prompt_group::{chat, replica_with, routed};
+use super::*;
+use crate::DiscardAffinity;
+use std::collections::BTreeMap;
+
+fn config(balance: bool) -> CacheAwareConfig {
+    CacheAwareConfig {
+        prompt_group_balance: balance,
+        ..Default::default()
+    }
+}
+
+/// Coefficient of variation of the workers' recent cache writes as `policy` estimates them.
+fn written_spread(policy: &CacheAwarePolicy) -> f64 {
+    let ring = policy.membership.ring();
+    let state = policy.state.lock();
+    let written: Vec<f64> = NAMES
+        .iter()
+        .map(|&name| state.written.relative(ring.id_of(name).unwrap()))
+        .collect();
+    let mean = written.iter().sum::<f64>() / written.len() as f64;
+    let variance = written.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / written.len() as f64;
+    variance.sqrt() / mean
+}
+
+/// Conversation `n`'s length in turns: 1 to 9, in an order no placement can predict.
+fn turns_of(n: usize) -> usize {
+    1 + (n * 7 + n / 3) % 9
+}
+
+#[test]
+fn a_replica_routing_whole_conversations_evens_out_its_workers_writes_and_keeps_them_whole() {
+    let (balanced, clock) = replica_with(config(true), 0, Arc::new(DiscardAffinity));
+    let (drawn, drawn_clock) = replica_with(config(false), 0, Arc::new(DiscardAffinity));
+    let mut branches: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut homes = BTreeMap::new();
+    // A new conversation every step, and one more turn of each in progress, with the whole
+    // history: both replicas see every turn, so each meets every conversation at its opening.
+    let mut active: Vec<(usize, usize)> = Vec::new();
+    for n in 0..400usize {
+        if n < 300 {
+            active.push((n, 1));
+        }
+        for (conversation, turn) in active.iter_mut() {
+            clock.advance(Duration::from_millis(20));
+            drawn_clock.advance(Duration::from_millis(20));
+            let prompt = chat(0, *conversation, *turn);
+            let (worker, decision) = routed(&balanced, &prompt, &idle_except(&balanced, &[]));
+            routed(&drawn, &prompt, &idle_except(&drawn, &[]));
+            *branches.entry(decision.branch).or_insert(0) += 1;
+            if *turn == 1 {
+                homes.insert(*conversation, worker);
+            } else {
+                // Every later turn follows its first, wherever that went.
+                assert_eq!(Some(&worker), homes.get(conversation), "{conversation}");
+                assert_eq!(decision.branch, PREFIX_HIT, "{conversation}");
+            }
+            *turn += 1;
+        }
+        active.retain(|&(conversation, turn)| turn <= turns_of(conversation));
+    }
+    assert!(balanced.stats().openings_met_share > 0.99);
+    // The replica said so only after it met enough conversations, then balanced often.
+    let moved = branches.get(PROMPT_GROUP_BALANCED).copied().unwrap_or(0);
+    assert!(moved >= 30, "{branches:?}");
+    assert!(branches[PROMPT_GROUP] >= 60, "{branches:?}");
+    let (even, uneven) = (written_spread(&balanced), written_spread(&drawn));
+    assert!(even < uneven * 0.7, "balanced {even}, drawn {uneven}");
+}
+
+#[test]
+fn one_of_several_independent_replicas_keeps_to_the_shared_draw() {
+    let (policy, clock) = replica_with(config(true), 0, Arc::new(DiscardAffinity));
+    // The same replica's twin with balancing off decides every first turn by the draw alone.
+    let (twin, twin_clock) = replica_with(config(false), 0, Arc::new(DiscardAffinity));
+    // Fed at random by three replicas' balancer: it meets a third of the conversations at
+    // their opening, the others first at a later turn.
+    for n in 0..400usize {
+        clock.advance(Duration::from_millis(50));
+        twin_clock.advance(Duration::from_millis(50));
+        let first_met = if n % 3 == 0 { 1 } else { 2 + n % 4 };
+        for turn in first_met..=first_met + 1 {
+            let prompt = chat(0, n, turn);
+            let (worker, decision) = routed(&policy, &prompt, &idle_except(&policy, &[]));
+            let (twin_worker, twin_decision) = routed(&twin, &prompt, &idle_except(&twin, &[]));
+            assert_eq!(
+                (worker, decision.branch),
+                (twin_worker, twin_decision.branch)
+            );
+            assert_ne!(decision.branch, PROMPT_GROUP_BALANCED);
+        }
+    }
+    let share = policy.stats().openings_met_share;
+    assert!((0.25..0.45).contains(&share), "{share}");
+}
