@@ -11,6 +11,7 @@
 //! they moved on a fleet-wide estimate would split the conversation (the others never learn
 //! where it went).
 
+use super::decayed::DecayedRatio;
 use std::time::Duration;
 
 /// Half-life of both counts: long enough for a few dozen announcements per replica at a
@@ -24,13 +25,10 @@ const MIN_ANNOUNCED: f64 = 8.0;
 /// The most replicas the estimate claims (a bound on what a noisy ratio can do to the cap).
 const MAX_REPLICAS: f64 = 64.0;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct FleetShare {
-    /// Decayed count of this replica's own announcements, as of `at`.
-    own: f64,
-    /// Decayed count of fresh records applied (every replica's, this one's included).
-    applied: f64,
-    at: Duration,
+    /// Fresh records applied (every replica's, this one's included) per own announcement.
+    applied_per_own: DecayedRatio,
     /// When this replica started: records announced before it (the log a restarted replica
     /// catches up on) pair with none of its own announcements.
     started: Duration,
@@ -39,33 +37,14 @@ pub(super) struct FleetShare {
 impl FleetShare {
     pub(super) fn starting_at(now: Duration) -> Self {
         Self {
-            at: now,
+            applied_per_own: DecayedRatio::new(HALF_LIFE, now),
             started: now,
-            ..Self::default()
         }
-    }
-
-    /// The share of a count at `at` still kept at `now` (1 for a clock that went back).
-    fn kept(&self, now: Duration) -> f64 {
-        let elapsed = now.checked_sub(self.at).unwrap_or_default();
-        (-elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2()
-    }
-
-    fn decay_to(&mut self, now: Duration) {
-        // A clock that went back decays nothing until it passes `at` again.
-        if now < self.at {
-            return;
-        }
-        let keep = self.kept(now);
-        self.own *= keep;
-        self.applied *= keep;
-        self.at = now;
     }
 
     /// This replica announced a placement at `now`.
     pub(super) fn announced(&mut self, now: Duration) {
-        self.decay_to(now);
-        self.own += 1.0;
+        self.applied_per_own.add_base(1.0, now);
     }
 
     /// A record announced at `announced_at` (by any replica) was applied here at `now`.
@@ -74,16 +53,17 @@ impl FleetShare {
         if age > FRESH || announced_at < self.started {
             return;
         }
-        self.decay_to(now);
-        self.applied += 1.0;
+        self.applied_per_own.add_counted(1.0, now);
     }
 
     /// Replicas placing alongside this one, itself included (≥ 1).
     pub(super) fn replicas(&self, now: Duration) -> f64 {
-        if self.own * self.kept(now) < MIN_ANNOUNCED {
+        if self.applied_per_own.base(now) < MIN_ANNOUNCED {
             return 1.0;
         }
-        (self.applied / self.own).clamp(1.0, MAX_REPLICAS)
+        self.applied_per_own
+            .ratio()
+            .map_or(1.0, |ratio| ratio.clamp(1.0, MAX_REPLICAS))
     }
 }
 
@@ -97,7 +77,7 @@ mod tests {
 
     /// `replicas` replicas each announcing once per second, all records applied here.
     fn fed(replicas: u32, seconds: u32) -> FleetShare {
-        let mut share = FleetShare::default();
+        let mut share = FleetShare::starting_at(Duration::ZERO);
         for s in 0..seconds {
             let now = secs(f64::from(s));
             share.announced(now);

@@ -15,6 +15,7 @@ mod branches;
 mod choice;
 mod config;
 mod conversation;
+mod decayed;
 mod escape;
 mod fleet_share;
 mod group_shares;
@@ -432,10 +433,12 @@ impl RoutingPolicy for CacheAwarePolicy {
         let choice = escaped.unwrap_or(choice);
         let (worker, branch) = choice.worker_and_branch();
         let prefix_match = best_cache_match(&lookup, &view, worker, prompt_len);
-        let cached_here = lookup
-            .longest_held_by(|holder| holder == worker)
-            .map_or(0, |(len, _)| len);
-        written.record_amount(worker, prompt_len.saturating_sub(cached_here) as f64, now);
+        if self.config.prompt_group_balance {
+            let cached_here = lookup
+                .longest_held_by(|holder| holder == worker)
+                .map_or(0, |(len, _)| len);
+            written.record_amount(worker, prompt_len.saturating_sub(cached_here) as f64, now);
+        }
         // Even off-affinity choices are recorded: the next, longer turn of this conversation
         // then follows the worker that actually has it cached now.
         lookup.insert(worker);

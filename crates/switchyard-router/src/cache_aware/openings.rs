@@ -11,6 +11,7 @@
 //! 1/N of them there and the rest at a later turn. A replica that just restarted meets the
 //! conversations in progress at later turns, so it keeps to the hash until they are gone.
 
+use super::decayed::DecayedRatio;
 use std::time::Duration;
 
 /// Half-life of both counts: long against a conversation's lifetime, so a restarted
@@ -22,56 +23,35 @@ const MIN_MET: f64 = 32.0;
 /// conversations whole. One of two replicas fed at random meets about half there.
 const ROUTES_WHOLE: f64 = 0.9;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct OpeningsSeen {
-    /// Decayed count of conversations met for the first time, as of `at`.
-    met: f64,
-    /// Of those, the ones met at their opening.
-    at_opening: f64,
-    at: Duration,
+    /// Of the conversations met for the first time, the share met at their opening.
+    at_opening_per_met: DecayedRatio,
 }
 
 impl OpeningsSeen {
     pub(super) fn starting_at(now: Duration) -> Self {
         Self {
-            at: now,
-            ..Self::default()
+            at_opening_per_met: DecayedRatio::new(HALF_LIFE, now),
         }
-    }
-
-    /// The share of a count at `at` still kept at `now` (1 for a clock that went back).
-    fn kept(&self, now: Duration) -> f64 {
-        let elapsed = now.checked_sub(self.at).unwrap_or_default();
-        (-elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()).exp2()
     }
 
     /// This replica met a conversation for the first time at `now`, at its opening or not.
     pub(super) fn met(&mut self, at_opening: bool, now: Duration) {
-        // A clock that went back decays nothing until it passes `at` again.
-        if now >= self.at {
-            let keep = self.kept(now);
-            self.met *= keep;
-            self.at_opening *= keep;
-            self.at = now;
-        }
-        self.met += 1.0;
+        self.at_opening_per_met.add_base(1.0, now);
         if at_opening {
-            self.at_opening += 1.0;
+            self.at_opening_per_met.add_counted(1.0, now);
         }
     }
 
     /// The share of the conversations met lately that were met at their opening (0 for none).
     pub(super) fn share(&self) -> f64 {
-        if self.met > 0.0 {
-            self.at_opening / self.met
-        } else {
-            0.0
-        }
+        self.at_opening_per_met.ratio().unwrap_or(0.0)
     }
 
     /// Whether this replica routes the conversations it meets whole, as far as it can tell.
     pub(super) fn routes_whole(&self, now: Duration) -> bool {
-        self.met * self.kept(now) >= MIN_MET && self.share() >= ROUTES_WHOLE
+        self.at_opening_per_met.base(now) >= MIN_MET && self.share() >= ROUTES_WHOLE
     }
 }
 

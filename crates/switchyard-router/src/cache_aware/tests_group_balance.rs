@@ -15,16 +15,14 @@ fn config(balance: bool) -> CacheAwareConfig {
     }
 }
 
-/// Coefficient of variation of the workers' recent cache writes as `policy` estimates them.
-fn written_spread(policy: &CacheAwarePolicy) -> f64 {
-    let ring = policy.membership.ring();
-    let state = policy.state.lock();
-    let written: Vec<f64> = NAMES
+/// Coefficient of variation of the workers' cache writes.
+fn spread(written: &BTreeMap<String, usize>) -> f64 {
+    let values: Vec<f64> = NAMES
         .iter()
-        .map(|&name| state.written.relative(ring.id_of(name).unwrap()))
+        .map(|&name| written.get(name).copied().unwrap_or(0) as f64)
         .collect();
-    let mean = written.iter().sum::<f64>() / written.len() as f64;
-    let variance = written.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / written.len() as f64;
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let variance = values.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / values.len() as f64;
     variance.sqrt() / mean
 }
 
@@ -39,6 +37,10 @@ fn a_replica_routing_whole_conversations_evens_out_its_workers_writes_and_keeps_
     let (drawn, drawn_clock) = replica_with(config(false), 0, Arc::new(DiscardAffinity));
     let mut branches: BTreeMap<&str, usize> = BTreeMap::new();
     let mut homes = BTreeMap::new();
+    // What each worker had to write: every turn's prompt beyond the previous turn's, which
+    // that worker holds (both replicas keep every later turn where its first went).
+    let (mut written, mut drawn_written) = (BTreeMap::new(), BTreeMap::new());
+    let mut previous_len: BTreeMap<usize, usize> = BTreeMap::new();
     // A new conversation every step, and one more turn of each in progress, with the whole
     // history: both replicas see every turn, so each meets every conversation at its opening.
     let mut active: Vec<(usize, usize)> = Vec::new();
@@ -51,7 +53,13 @@ fn a_replica_routing_whole_conversations_evens_out_its_workers_writes_and_keeps_
             drawn_clock.advance(Duration::from_millis(20));
             let prompt = chat(0, *conversation, *turn);
             let (worker, decision) = routed(&balanced, &prompt, &idle_except(&balanced, &[]));
-            routed(&drawn, &prompt, &idle_except(&drawn, &[]));
+            let (drawn_worker, _) = routed(&drawn, &prompt, &idle_except(&drawn, &[]));
+            let new_bytes = prompt.len()
+                - previous_len
+                    .insert(*conversation, prompt.len())
+                    .unwrap_or(0);
+            *written.entry(worker.clone()).or_insert(0) += new_bytes;
+            *drawn_written.entry(drawn_worker).or_insert(0) += new_bytes;
             *branches.entry(decision.branch).or_insert(0) += 1;
             if *turn == 1 {
                 homes.insert(*conversation, worker);
@@ -69,7 +77,7 @@ fn a_replica_routing_whole_conversations_evens_out_its_workers_writes_and_keeps_
     let moved = branches.get(PROMPT_GROUP_BALANCED).copied().unwrap_or(0);
     assert!(moved >= 30, "{branches:?}");
     assert!(branches[PROMPT_GROUP] >= 60, "{branches:?}");
-    let (even, uneven) = (written_spread(&balanced), written_spread(&drawn));
+    let (even, uneven) = (spread(&written), spread(&drawn_written));
     assert!(even < uneven * 0.7, "balanced {even}, drawn {uneven}");
 }
 
