@@ -62,6 +62,31 @@ def p99_ms(report):
     return None if value is None else value * 1000
 
 
+def pooled_p99(runs):
+    """TTFT p99 over every request of the runs (the quantile fleet_affinity_trace.py takes),
+    from each run's slowest tenth; None unless every run kept one and the kept tails reach
+    below the pooled p99."""
+    if not runs or any("ttft_top_decile_ms" not in run for run in runs):
+        return None
+    total = sum(run["ttft_ms"]["n"] for run in runs)
+    # Ascending index int(0.99 * total) is this many places from the slowest.
+    from_top = total - 1 - int(0.99 * total)
+    slowest = sorted((t for run in runs for t in run["ttft_top_decile_ms"]), reverse=True)
+    if from_top >= len(slowest):
+        return None
+    value = slowest[from_top]
+    for run in runs:
+        kept = run["ttft_top_decile_ms"]
+        # Every kept value at or above it while the run had more: its unkept ones may be too.
+        if len(kept) < run["ttft_ms"]["n"] and kept and kept[-1] >= value:
+            return None
+    return value
+
+
+def dash_if_none(value):
+    return "-" if value is None else value
+
+
 def fmt(value, digits=3):
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -87,13 +112,13 @@ def render(meta):
             case["seed"], label(case), fmt(hit), fmt(oracle["sticky_hit_rate"]), fmt(of_oracle),
             fmt(ratio), fmt(report["worker_load_cv"]), fmt(p50_ms(report), 1),
             fmt(p99_ms(report), 0), fmt(ttft_ratio, 2),
-            trace.get("all_sends_at_or_above_max_running", "-"),
-            trace.get("later_turns_on_another_worker", "-"),
+            dash_if_none(trace.get("all_sends_at_or_above_max_running")),
+            dash_if_none(trace.get("later_turns_on_another_worker")),
             f"{escapes(case['path'], 'busy_escape')}/{escapes(case['path'], 'load_escape')}",
             f"{report['ok']}/{report['requests_sent']}", case["load"], case["steal"],
             relative(case["path"]),
         ])
-        entry = by_label.setdefault(label(case), {"hit": [], "of_oracle": [], "ratio": [], "cv": [], "p50": [], "p99": [], "ttft_ratio": []})
+        entry = by_label.setdefault(label(case), {"hit": [], "of_oracle": [], "ratio": [], "cv": [], "p50": [], "p99": [], "ttft_ratio": [], "traces": [], "base": None})
         entry["hit"].append(hit)
         entry["of_oracle"].append(of_oracle)
         entry["ratio"].append(ratio)
@@ -101,6 +126,8 @@ def render(meta):
         entry["p50"].append(p50_ms(report))
         entry["p99"].append(p99_ms(report))
         entry["ttft_ratio"].append(ttft_ratio)
+        entry["traces"].append(trace)
+        entry["base"] = label(base) if base else None
 
     def spread(values, digits=3):
         values = [v for v in values if v is not None]
@@ -109,9 +136,16 @@ def render(meta):
         mean = statistics.mean(values)
         return f"{mean:.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
 
+    pooled = {name: pooled_p99(e["traces"]) for name, e in by_label.items()}
+
+    def pooled_ratio(entry, name):
+        base = pooled.get(entry["base"]) if entry["base"] else None
+        return fmt(pooled[name] / base, 2) if pooled[name] is not None and base else "-"
+
     summary = [
         [name, len(e["hit"]), spread(e["hit"]), spread(e["of_oracle"]), spread(e["ratio"]),
-         spread(e["cv"]), spread(e["p50"], 1), spread(e["p99"], 0), spread(e["ttft_ratio"], 2)]
+         spread(e["cv"]), spread(e["p50"], 1), spread(e["p99"], 0), spread(e["ttft_ratio"], 2),
+         fmt(pooled[name], 0), pooled_ratio(e, name)]
         for name, e in by_label.items()
     ]
     sizing = []
@@ -129,7 +163,8 @@ def render(meta):
             "replicas; seeds " + one(meta, "seeds", "?") + ". `of oracle` = physical hit rate / "
             "the sticky-session oracle's on the exact requests the run sent; `× one` = hit rate / "
             "the one-replica run of the same policy, workload and seed; `TTFT × one` likewise for "
-            "TTFT p99. `legacy` = `anonymous_conversations = false` (the behaviour before); `busy` = "
+            "TTFT p99; `pooled` = one TTFT p99 over every seed's requests of the case (from the "
+            "traces), and its ratio to the one-replica case's. `legacy` = `anonymous_conversations = false` (the behaviour before); `busy` = "
             "`later_turn_escape_in_flight` at the sims' batch size; `gauges` = engine gauges "
             "scraped; `sends onto a full batch` = requests sent while their worker already had "
             "8 in flight (from the trace); `escapes` from the replicas' decision counters; "
@@ -144,7 +179,7 @@ def render(meta):
         "## Mean [min–max] over seeds",
         "",
         table(["case", "runs", "hit rate", "of oracle", "× one", "load CV", "TTFT p50 ms",
-               "TTFT p99 ms", "TTFT × one"], summary),
+               "TTFT p99 ms", "TTFT × one", "TTFT p99 pooled ms", "pooled × one"], summary),
         "",
         "## Every run",
         "",

@@ -4,7 +4,8 @@
 # SMG's mesh (`--enable-mesh`, each given the others as peers), the load spread at random.
 # Writes fleet_affinity_smg.md.
 source "$(dirname "$0")/lib.sh"
-# FIG_SUFFIX keeps a rerun beside the default page; SMG_REPLICAS picks the router counts.
+# FIG_SUFFIX keeps a rerun beside the default page; SMG_REPLICAS picks the router counts;
+# STEAL_WAIT=N waits up to N s before each load run for a quiet host (benches/host.sh).
 fig_init "fleet_affinity_smg${FIG_SUFFIX:-}"
 
 RATE="${RATE:-60}"
@@ -63,15 +64,20 @@ run_case() {
     done
     sleep 3
     echo "[fleet_affinity_smg] $name" >&2
-    local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl"
+    local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl" ticks steal
+    wait_no_steal
+    ticks=$(busy_ticks)
     run_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload agentic \
         --seed "$seed" --timeout 30 --model sim-llama --trace-out "$trace"
+    steal=$(steal_of_busy_pct "$ticks")
     log_cmd "$SIM_BIN" oracle --trace "$trace" --workers 4 --kv-blocks "$kv" \
         --json "$FIG_DATA/$name.oracle.json"
     "$SIM_BIN" oracle --trace "$trace" --workers 4 --kv-blocks "$kv" \
         --json "$FIG_DATA/$name.oracle.json" >/dev/null
-    rm -f "$trace"
-    meta case "$seed	smg-mesh	$replicas	smg_cache_aware	agentic	default	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)"
+    # TTFT quantiles and the slowest tenth for the pooled p99 (SMG names no worker per answer).
+    python3 "$FIG_DIR/fleet_affinity_trace.py" "$trace" "$FIG_DATA/$name.latency.json"
+    [[ "${FIG_KEEP_WORK:-0}" == 1 ]] || rm -f "$trace"
+    meta case "$seed	smg-mesh	$replicas	smg_cache_aware	agentic	default	$out	$FIG_DATA/$name.oracle.json	$(cut -d' ' -f1 /proc/loadavg)	$steal"
     for i in "${pids[@]}"; do stop_pid "$i"; done
 }
 

@@ -21,7 +21,8 @@
 #   SWITCHYARD_BIN_DIR=/path/to/release FIG_PORT_BASE=30000 benches/figures/fleet_events.sh
 #
 # Bounded: every case is DURATION s (default 60) plus start-up; CASES picks a subset
-# (event:mode:replicas, e.g. "restart:cluster:3"), SEEDS the seeds.
+# (event:mode:replicas, e.g. "restart:cluster:3"), SEEDS the seeds. STEAL_WAIT=N waits up to N s
+# before each load run for a quiet host (benches/host.sh); the steal during the run is recorded.
 # shellcheck source=benches/figures/lib.sh
 source "$(dirname "$0")/lib.sh"
 fig_init "fleet_events${FIG_SUFFIX:-}"
@@ -94,7 +95,9 @@ run_case() {
     done
     for ((i = 0; i < replicas; i++)); do wait_routable "${GW_PORTS[$i]}" 4; done
     echo "[fleet_events] $name" >&2
-    local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl"
+    local out="$FIG_DATA/$name.json" trace="$FIG_WORK/$name.trace.jsonl" ticks steal
+    wait_no_steal
+    ticks=$(busy_ticks)
     start_load "$out" "${targets[@]}" --rate "$RATE" --duration "$DURATION" --workload agentic \
         --seed "$seed" --timeout 30 --trace-out "$trace"
     sleep "$EVENT_AT"
@@ -141,6 +144,7 @@ run_case() {
             ;;
     esac
     wait_load
+    steal=$(steal_of_busy_pct "$ticks")
     for ((i = 0; i < replicas; i++)); do
         save_metrics "${GW_PORTS[$i]}" "$FIG_DATA/$name.gateway-$i.metrics.txt"
     done
@@ -148,7 +152,7 @@ run_case() {
         "$FIG_DATA/$name.moves.json"
     # The trace holds every prompt in full (tens of MB): summarised above, not kept.
     rm -f "$trace"
-    meta case "$seed	$event	$mode	$replicas	$out	$FIG_DATA/$name.moves.json	$(cut -d' ' -f1-3 /proc/loadavg)"
+    meta case "$seed	$event	$mode	$replicas	$out	$FIG_DATA/$name.moves.json	$(cut -d' ' -f1-3 /proc/loadavg)	$steal"
     for i in "${gw_pids[@]}" "${pids[@]}"; do stop_pid "$i"; done
 }
 

@@ -174,11 +174,13 @@ def fmt(value, digits=3):
 
 def cases(meta):
     for value in meta.get("case", []):
-        seed, event, mode, replicas, report, summary, load = value.split("\t")
+        seed, event, mode, replicas, report, summary, load, *steal = value.split("\t")
         yield {
             "seed": int(seed), "event": event, "mode": mode, "replicas": int(replicas),
             "report": load_report(report), "summary": load_report(summary), "path": summary,
             "load": load,
+            # Recorded since the script waits for a quiet host; older pages have none.
+            "steal": steal[0] if steal else "-",
         }
 
 
@@ -271,7 +273,7 @@ def render(meta, notes=None):
             f"{s['control_moved']}/{s['control_in_progress']} = {fmt(s['control_moved_share'])}",
             s["event_ms"], failed_detail(case), fmt(s["physical_hit_rate"]),
             f"{fmt(s['hit_rate_before'])} → {fmt(s['hit_rate_after'])}",
-            ",".join(s["admin_status"]) or "-", case["load"], relative(case["path"]),
+            ",".join(s["admin_status"]) or "-", case["load"], case["steal"], relative(case["path"]),
         ])
     grid, order = {}, []
     for case in all_cases:
@@ -344,7 +346,7 @@ def render(meta, notes=None):
         table(["seed", "event", "replicas", "in progress", "moved", "goal ≤ 0.30", "detail",
                "control moved", "event ms", "failed/sent", "hit rate (run)",
                f"hit rate {HIT_WINDOW_MS // 1000} s before → after", "admin status",
-               "load avg at end", "summary"], rows),
+               "load avg at end", "steal %", "summary"], rows),
         "",
         "## KV sizing (per seed)",
         "",

@@ -57,7 +57,8 @@ impl RoutingMetrics {
         let openings_met_ratio = Gauge::new(
             "switchyard_routing_openings_met_ratio",
             "Share of the conversations this replica met lately that it met at their opening; \
-             near 1 its first turns may balance their group workers' cache writes.",
+             near 1 (or in a group sharing placements) its first turns may balance their group \
+             workers' cache writes.",
         )?;
         registry.register(Box::new(openings_met_ratio.clone()))?;
         Ok(Self {

@@ -128,9 +128,12 @@ impl CacheAwarePolicy {
             .collect();
         let now = self.clock.unix_now();
         let mut state = self.state.lock();
-        state
-            .fleet
-            .applied(now, Duration::from_millis(event.at_unix_ms));
+        let announced_at = Duration::from_millis(event.at_unix_ms);
+        if event.reason == AffinityReason::LoadMove && state.fleet.is_current(now, announced_at) {
+            // A first turn placed by some replica (its own echoed back included).
+            state.opened.record(worker, now);
+        }
+        state.fleet.applied(now, announced_at);
         if event.reason == AffinityReason::Migration && !event.prefix.is_empty() {
             state.tree.lookup(&event.prefix).insert(worker);
             state.tree.displace(&event.prefix, &displaced);

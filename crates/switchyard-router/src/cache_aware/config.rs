@@ -94,10 +94,12 @@ pub struct CacheAwareConfig {
     pub prompt_group_min_bytes: u64,
     /// A conversation's first turn takes the group worker it draws second instead of the
     /// first when that one was sent fewer uncached prompt bytes lately (what its engine
-    /// writes to, and so evicts from, its KV cache), evening out the evictions, but only on a
-    /// replica that meets (nearly) every conversation at its opening, where the later turns
-    /// follow the first wherever it went (metric `switchyard_routing_openings_met_ratio`);
-    /// one of several independent replicas fed at random keeps to the draw everyone shares.
+    /// writes to, and so evicts from, its KV cache), evening out the evictions, but only where
+    /// the later turns follow the first wherever it went: on a replica that meets (nearly)
+    /// every conversation at its opening (metric `switchyard_routing_openings_met_ratio`), or
+    /// on replicas that apply each other's placements (one Raft group,
+    /// `switchyard_routing_placement_replicas` ≥ 1.5); one of several independent replicas
+    /// fed at random keeps to the draw everyone shares.
     pub prompt_group_balance: bool,
 }
 

@@ -24,6 +24,8 @@ const FRESH: Duration = Duration::from_secs(10);
 const MIN_ANNOUNCED: f64 = 8.0;
 /// The most replicas the estimate claims (a bound on what a noisy ratio can do to the cap).
 const MAX_REPLICAS: f64 = 64.0;
+/// Halfway to a second replica: others' records are arriving, not just this one's own.
+const SHARED_FROM: f64 = 1.5;
 
 #[derive(Debug)]
 pub(super) struct FleetShare {
@@ -49,11 +51,22 @@ impl FleetShare {
 
     /// A record announced at `announced_at` (by any replica) was applied here at `now`.
     pub(super) fn applied(&mut self, now: Duration, announced_at: Duration) {
-        let age = now.checked_sub(announced_at).unwrap_or_default();
-        if age > FRESH || announced_at < self.started {
-            return;
+        if self.is_current(now, announced_at) {
+            self.applied_per_own.add_counted(1.0, now);
         }
-        self.applied_per_own.add_counted(1.0, now);
+    }
+
+    /// Whether a record announced at `announced_at` tells of placing now: fresh, and not from
+    /// the log a restarted replica catches up on.
+    pub(super) fn is_current(&self, now: Duration, announced_at: Duration) -> bool {
+        let age = now.checked_sub(announced_at).unwrap_or_default();
+        age <= FRESH && announced_at >= self.started
+    }
+
+    /// Whether other replicas apply this one's placements, as it applies theirs (they share
+    /// one ledger): a first turn placed here is followed by its later turns on any of them.
+    pub(super) fn shares_placements(&self, now: Duration) -> bool {
+        self.replicas(now) >= SHARED_FROM
     }
 
     /// Replicas placing alongside this one, itself included (≥ 1).
@@ -97,6 +110,16 @@ mod tests {
         assert!((fed(1, 60).replicas(now) - 1.0).abs() < 1e-9);
         // Events not shared at all: nothing comes back, and that is being alone too.
         assert_eq!(fed(0, 60).replicas(now), 1.0);
+    }
+
+    #[test]
+    fn placements_are_shared_once_other_replicas_records_arrive() {
+        let now = secs(60.0);
+        assert!(fed(2, 60).shares_placements(now));
+        assert!(fed(5, 60).shares_placements(now));
+        assert!(!fed(1, 60).shares_placements(now), "alone in its group");
+        assert!(!fed(0, 60).shares_placements(now), "events not shared");
+        assert!(!fed(5, 5).shares_placements(secs(5.0)), "too few to judge");
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! talking and sessions sharing one system prompt still spread. A chat is named by its
 //! conversation (its opening, under the session or user key when one is sent: `conversation`):
 //! only its first turn takes a (loose, in-flight) load bound, read on the fleet's scale where
-//! replicas share placements (`fleet_share`), and on a replica that routes its conversations
-//! whole it evens out its group workers' cache writes (`openings`); later turns go where it
+//! replicas share placements (`fleet_share`), and where its later turns follow it (a replica
+//! that routes its conversations whole, `openings`, or replicas sharing placements) it evens
+//! out its group workers' cache writes; later turns go where it
 //! lives on every replica, unless that worker's engine reports a queue or it carries a full
 //! batch (`escape`); when the holder of a prefix is filtered, migrate the affinity to the
 //! fallback worker at once and say so to the other replicas.
@@ -84,6 +85,10 @@ struct AffinityState {
     /// Prompt bytes each worker was sent beyond what this replica saw it cache: what its
     /// engine wrote to (and evicted from) its KV cache lately.
     written: RecentLoad,
+    /// Conversations opened on each worker lately by every replica whose placements reach
+    /// this one (fresh first-turn records applied): the fleet's view where this replica
+    /// sends only a share of each worker's turns.
+    opened: RecentLoad,
     groups: GroupShares,
     plan: GroupPlan,
     batches: LearnedBatches,
@@ -148,6 +153,7 @@ impl CacheAwarePolicy {
                 overrides: PlacementOverrides::new(max_overrides),
                 recent: RecentLoad::new(half_life),
                 written: RecentLoad::new(half_life),
+                opened: RecentLoad::new(half_life),
                 groups: GroupShares::with_defaults(),
                 plan: GroupPlan::default(),
                 batches: LearnedBatches::default(),
@@ -272,6 +278,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             overrides,
             recent,
             written,
+            opened,
             groups,
             plan,
             batches,
@@ -315,13 +322,21 @@ impl RoutingPolicy for CacheAwarePolicy {
             _ => None,
         };
         // A first turn evens out its group workers' cache writes only where its later turns
-        // follow it: this replica routes its conversations whole.
-        let balance = (self.config.prompt_group_balance
-            && !sticky
-            && grouping.is_some()
-            && openings.routes_whole(now))
-        .then(|| {
-            written_buffer.extend(ring.members().iter().map(|m| written.relative(m.id)));
+        // follow it: this replica routes its conversations whole (and sees every write), or
+        // every replica applies its placements (one Raft group) and sends the later turns
+        // where it put the first; there the conversations every replica opened stand in for
+        // the writes, of which this replica sees only its share.
+        let writes = if !self.config.prompt_group_balance || sticky || grouping.is_none() {
+            None
+        } else if openings.routes_whole(now) {
+            Some(&*written)
+        } else if fleet.shares_placements(now) {
+            Some(&*opened)
+        } else {
+            None
+        };
+        let balance = writes.map(|writes| {
+            written_buffer.extend(ring.members().iter().map(|m| writes.relative(m.id)));
             written_buffer.as_slice()
         });
         let lookup = tree.lookup(prompt);
@@ -481,6 +496,7 @@ impl RoutingPolicy for CacheAwarePolicy {
         state.overrides.forget_worker(id);
         state.recent.forget(id);
         state.written.forget(id);
+        state.opened.forget(id);
         state.batches.forget(id);
     }
 

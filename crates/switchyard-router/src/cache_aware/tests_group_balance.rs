@@ -1,11 +1,14 @@
-//! A first turn evens out its group workers' cache writes only on a replica that routes its
-//! conversations whole: there the later turns follow it to the worker it took; one of several
-//! independent replicas fed at random keeps to the draw the others share.
+//! A first turn evens out its group workers' cache writes only where its later turns follow it
+//! to the worker it took: on a replica that routes its conversations whole, or on replicas that
+//! apply each other's placements (one Raft group); one of several independent replicas fed at
+//! random keeps to the draw the others share.
 
-use super::tests_affinity::{NAMES, idle_except};
+use super::tests_affinity::{NAMES, Recorder, idle_except};
 use super::tests_prompt_group::{chat, replica_with, routed};
 use super::*;
 use crate::DiscardAffinity;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 
 fn config(balance: bool) -> CacheAwareConfig {
@@ -105,4 +108,69 @@ fn one_of_several_independent_replicas_keeps_to_the_shared_draw() {
     }
     let share = policy.stats().openings_met_share;
     assert!((0.25..0.45).contains(&share), "{share}");
+}
+
+/// Three replicas of one group, every announcement applied by all three (the ledger's part),
+/// each request to one of them at random. Returns the decisions' branches
+/// and what each worker had to write; asserts every later turn follows its first.
+fn group_of_three(balance: bool) -> (BTreeMap<&'static str, usize>, BTreeMap<String, usize>) {
+    let recorder = Arc::new(Recorder::default());
+    let replicas: Vec<_> = (0..3)
+        .map(|_| replica_with(config(balance), 0, recorder.clone()))
+        .collect();
+    let mut branches = BTreeMap::new();
+    let (mut homes, mut written) = (BTreeMap::new(), BTreeMap::new());
+    let mut previous_len: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut active: Vec<(usize, usize)> = Vec::new();
+    let mut rng = SmallRng::seed_from_u64(7);
+    for n in 0..400usize {
+        if n < 300 {
+            active.push((n, 1));
+        }
+        for (conversation, turn) in active.iter_mut() {
+            for (_, clock) in &replicas {
+                clock.advance(Duration::from_millis(20));
+            }
+            // Fed at random: each replica meets about a third of the openings.
+            let (policy, _) = &replicas[rng.random_range(0..replicas.len())];
+            let prompt = chat(0, *conversation, *turn);
+            let (worker, decision) = routed(policy, &prompt, &idle_except(policy, &[]));
+            for event in recorder.take() {
+                for (replica, _) in &replicas {
+                    replica.apply_affinity(&event);
+                }
+            }
+            let new_bytes = prompt.len()
+                - previous_len
+                    .insert(*conversation, prompt.len())
+                    .unwrap_or(0);
+            *written.entry(worker.clone()).or_insert(0) += new_bytes;
+            *branches.entry(decision.branch).or_insert(0) += 1;
+            if *turn == 1 {
+                homes.insert(*conversation, worker);
+            } else {
+                // On whichever replica it lands, a later turn goes where its first went.
+                assert_eq!(Some(&worker), homes.get(conversation), "{conversation}");
+            }
+            *turn += 1;
+        }
+        active.retain(|&(conversation, turn)| turn <= turns_of(conversation));
+    }
+    for (policy, _) in &replicas {
+        let stats = policy.stats();
+        assert!((0.2..0.5).contains(&stats.openings_met_share), "{stats:?}");
+        assert!(stats.placement_replicas > 2.0, "{stats:?}");
+    }
+    (branches, written)
+}
+
+#[test]
+fn replicas_sharing_their_placements_even_out_writes_and_keep_conversations_whole() {
+    let (branches, written) = group_of_three(true);
+    let (drawn_branches, drawn_written) = group_of_three(false);
+    let moved = branches.get(PROMPT_GROUP_BALANCED).copied().unwrap_or(0);
+    assert!(moved >= 30, "{branches:?}");
+    assert!(!drawn_branches.contains_key(PROMPT_GROUP_BALANCED));
+    let (even, uneven) = (spread(&written), spread(&drawn_written));
+    assert!(even < uneven * 0.7, "balanced {even}, drawn {uneven}");
 }
