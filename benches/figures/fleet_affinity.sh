@@ -33,7 +33,9 @@ BASE="${FIG_PORT_BASE:-20000}"
 # leaves a worker carrying a full batch; "nogroups" turns `prompt_groups` off (conversations
 # spread over the whole ring by their opening, the placement before system-prompt groups);
 # "nolearn" turns off the busy escape at the batch size the engines' gauges showed;
-# "nobalance" turns off `prompt_group_balance` (first turns keep to the shared draw).
+# "nobalance" turns off `prompt_group_balance` (first turns keep to the shared draw);
+# "openfloor" sets `opening_min_in_flight` to BUSY_DEPTH (a first turn never leaves a group
+# worker carrying fewer requests than a batch).
 BUSY_DEPTH="${BUSY_DEPTH:-8}"
 CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed independent:5:cache_aware:agentic-keyed}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
@@ -65,6 +67,7 @@ write_config() {
     has_flag "$flag" nogroups && tunables+=("prompt_groups = false")
     has_flag "$flag" nolearn && tunables+=("later_turn_escape_learned = false")
     has_flag "$flag" nobalance && tunables+=("prompt_group_balance = false")
+    has_flag "$flag" openfloor && tunables+=("opening_min_in_flight = $BUSY_DEPTH")
     if ((${#tunables[@]})); then
         printf '\n[routing.cache_aware]\n' >>"$path"
         printf '%s\n' "${tunables[@]}" >>"$path"

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::codec::{decode, encode};
 use crate::command::{Command, CommandResponse, WriteRequest};
 use crate::error::{LedgerError, WireError};
-use crate::network::{FaultSwitch, HttpTransport, PeerTls};
+use crate::network::{FaultSwitch, HttpTransport, PeerTls, TransportError};
 use crate::node::MembershipChange;
 use crate::node::core::RequestIds;
 use crate::node::reads::{ReadAnswer, ReadQuery};
@@ -81,6 +81,7 @@ impl LedgerClient {
         let mut next = *self.last_good.lock();
         let mut last_error = LedgerError::NoLeader;
         let mut maybe_applied = false;
+        let mut refusals = 0;
         while Instant::now() < deadline && !self.nodes.is_empty() {
             let index = next % self.nodes.len();
             next += 1;
@@ -95,7 +96,13 @@ impl LedgerClient {
                 Ok(bytes) => decode(&bytes)?,
                 Err(e) => {
                     maybe_applied |= crate::node::may_have_reached_the_handler(&e);
+                    refusals += usize::from(refuses_the_secret(&e));
                     last_error = LedgerError::Unreachable(e.to_string());
+                    // Once every node has refused this client's secret, trying again until
+                    // the deadline only ends in a timeout that hides the cause.
+                    if refusals >= self.nodes.len() {
+                        break;
+                    }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
@@ -141,4 +148,9 @@ impl LedgerClient {
     pub async fn change_membership(&self, change: &MembershipChange) -> Result<(), LedgerError> {
         self.call("/ledger/membership", change).await
     }
+}
+
+/// A node answered that the cluster secret this client sent is not its own.
+fn refuses_the_secret(error: &TransportError) -> bool {
+    matches!(error, TransportError::Status { status, .. } if *status == http::StatusCode::UNAUTHORIZED)
 }

@@ -25,6 +25,7 @@ mod openings;
 mod placement;
 mod prompt_group;
 mod recent;
+mod state;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -60,41 +61,18 @@ use affinity::{AffinityCounters, Deviation};
 use branches::*;
 use choice::Choice;
 use conversation::Conversation;
-use escape::{LearnedBatches, ReportedLoads, later_turn_escape};
-use fleet_share::FleetShare;
-use group_shares::GroupShares;
+use escape::{ReportedLoads, later_turn_escape};
 use matching::{Affinity, best_cache_match, least_busy_holder};
-use openings::OpeningsSeen;
 use parking_lot::Mutex;
-use placement::{Grouping, PlacementKind, PlacementOverrides};
-use prompt_group::{GROUP_PLAN_EVERY, GroupPlan};
-use recent::{RecentLoad, ShareBound};
+use placement::{Grouping, PlacementKind};
+use prompt_group::GROUP_PLAN_EVERY;
+use recent::ShareBound;
+use state::AffinityState;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::WallClock;
 use switchyard_core::WorkerId;
-use tree::PrefixTree;
-
-/// Everything the per-request lock covers: one acquisition per request for lookup, decision
-/// and insert, so affinity rewrites happen "at once" relative to other requests.
-struct AffinityState {
-    tree: PrefixTree,
-    overrides: PlacementOverrides,
-    recent: RecentLoad,
-    /// Prompt bytes each worker was sent beyond what this replica saw it cache: what its
-    /// engine wrote to (and evicted from) its KV cache lately.
-    written: RecentLoad,
-    /// Conversations opened on each worker lately by every replica whose placements reach
-    /// this one (fresh first-turn records applied): the fleet's view where this replica
-    /// sends only a share of each worker's turns.
-    opened: RecentLoad,
-    groups: GroupShares,
-    plan: GroupPlan,
-    batches: LearnedBatches,
-    fleet: FleetShare,
-    openings: OpeningsSeen,
-}
 
 pub struct CacheAwarePolicy {
     config: CacheAwareConfig,
@@ -148,18 +126,12 @@ impl CacheAwarePolicy {
             keys,
             load_factor: ring.load_factor,
             membership: Membership::new(ring.vnodes_per_worker),
-            state: Mutex::new(AffinityState {
-                tree: PrefixTree::new(max_tree_bytes),
-                overrides: PlacementOverrides::new(max_overrides),
-                recent: RecentLoad::new(half_life),
-                written: RecentLoad::new(half_life),
-                opened: RecentLoad::new(half_life),
-                groups: GroupShares::with_defaults(),
-                plan: GroupPlan::default(),
-                batches: LearnedBatches::default(),
-                fleet: FleetShare::starting_at(clock.unix_now()),
-                openings: OpeningsSeen::starting_at(clock.unix_now()),
-            }),
+            state: Mutex::new(AffinityState::new(
+                max_tree_bytes,
+                max_overrides,
+                half_life,
+                clock.unix_now(),
+            )),
             least_loaded: LeastLoaded::default(),
             clock,
             sink,
@@ -491,13 +463,7 @@ impl RoutingPolicy for CacheAwarePolicy {
 
     fn worker_removed(&self, id: WorkerId) {
         self.membership.remove(id);
-        let mut state = self.state.lock();
-        state.tree.remove_worker(id);
-        state.overrides.forget_worker(id);
-        state.recent.forget(id);
-        state.written.forget(id);
-        state.opened.forget(id);
-        state.batches.forget(id);
+        self.state.lock().forget_worker(id);
     }
 
     fn apply_affinity(&self, event: &AffinityEvent) -> AffinityApplied {

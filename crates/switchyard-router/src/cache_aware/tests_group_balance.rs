@@ -34,53 +34,69 @@ fn turns_of(n: usize) -> usize {
     1 + (n * 7 + n / 3) % 9
 }
 
-#[test]
-fn a_replica_routing_whole_conversations_evens_out_its_workers_writes_and_keeps_them_whole() {
-    let (balanced, clock) = replica_with(config(true), 0, Arc::new(DiscardAffinity));
-    let (drawn, drawn_clock) = replica_with(config(false), 0, Arc::new(DiscardAffinity));
-    let mut branches: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut homes = BTreeMap::new();
-    // What each worker had to write: every turn's prompt beyond the previous turn's, which
-    // that worker holds (both replicas keep every later turn where its first went).
-    let (mut written, mut drawn_written) = (BTreeMap::new(), BTreeMap::new());
-    let mut previous_len: BTreeMap<usize, usize> = BTreeMap::new();
-    // A new conversation every step, and one more turn of each in progress, with the whole
-    // history: both replicas see every turn, so each meets every conversation at its opening.
+/// The trace every test here sends: a new conversation each step for 300 steps and one more
+/// turn of each in progress, with the whole history, as (conversation, turn).
+fn for_each_turn(mut send: impl FnMut(usize, usize)) {
     let mut active: Vec<(usize, usize)> = Vec::new();
     for n in 0..400usize {
         if n < 300 {
             active.push((n, 1));
         }
         for (conversation, turn) in active.iter_mut() {
-            clock.advance(Duration::from_millis(20));
-            drawn_clock.advance(Duration::from_millis(20));
-            let prompt = chat(0, *conversation, *turn);
-            let (worker, decision) = routed(&balanced, &prompt, &idle_except(&balanced, &[]));
-            let (drawn_worker, _) = routed(&drawn, &prompt, &idle_except(&drawn, &[]));
-            let new_bytes = prompt.len()
-                - previous_len
-                    .insert(*conversation, prompt.len())
-                    .unwrap_or(0);
-            *written.entry(worker.clone()).or_insert(0) += new_bytes;
-            *drawn_written.entry(drawn_worker).or_insert(0) += new_bytes;
-            *branches.entry(decision.branch).or_insert(0) += 1;
-            if *turn == 1 {
-                homes.insert(*conversation, worker);
-            } else {
-                // Every later turn follows its first, wherever that went.
-                assert_eq!(Some(&worker), homes.get(conversation), "{conversation}");
-                assert_eq!(decision.branch, PREFIX_HIT, "{conversation}");
-            }
+            send(*conversation, *turn);
             *turn += 1;
         }
         active.retain(|&(conversation, turn)| turn <= turns_of(conversation));
     }
+}
+
+/// What each worker had to write: every turn's prompt beyond the previous turn's, which that
+/// worker holds when every later turn goes where its first went.
+#[derive(Default)]
+struct Writes {
+    by_worker: BTreeMap<String, usize>,
+    previous_len: BTreeMap<usize, usize>,
+}
+
+impl Writes {
+    fn add(&mut self, conversation: usize, prompt: &str, worker: &str) {
+        let before = self.previous_len.insert(conversation, prompt.len());
+        *self.by_worker.entry(worker.to_string()).or_insert(0) +=
+            prompt.len() - before.unwrap_or(0);
+    }
+}
+
+#[test]
+fn a_replica_routing_whole_conversations_evens_out_its_workers_writes_and_keeps_them_whole() {
+    let (balanced, clock) = replica_with(config(true), 0, Arc::new(DiscardAffinity));
+    let (drawn, drawn_clock) = replica_with(config(false), 0, Arc::new(DiscardAffinity));
+    let mut branches: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut homes = BTreeMap::new();
+    let (mut written, mut drawn_written) = (Writes::default(), Writes::default());
+    // Both replicas see every turn, so each meets every conversation at its opening.
+    for_each_turn(|conversation, turn| {
+        clock.advance(Duration::from_millis(20));
+        drawn_clock.advance(Duration::from_millis(20));
+        let prompt = chat(0, conversation, turn);
+        let (worker, decision) = routed(&balanced, &prompt, &idle_except(&balanced, &[]));
+        let (drawn_worker, _) = routed(&drawn, &prompt, &idle_except(&drawn, &[]));
+        written.add(conversation, &prompt, &worker);
+        drawn_written.add(conversation, &prompt, &drawn_worker);
+        *branches.entry(decision.branch).or_insert(0) += 1;
+        if turn == 1 {
+            homes.insert(conversation, worker);
+        } else {
+            // Every later turn follows its first, wherever that went.
+            assert_eq!(Some(&worker), homes.get(&conversation), "{conversation}");
+            assert_eq!(decision.branch, PREFIX_HIT, "{conversation}");
+        }
+    });
     assert!(balanced.stats().openings_met_share > 0.99);
     // The replica said so only after it met enough conversations, then balanced often.
     let moved = branches.get(PROMPT_GROUP_BALANCED).copied().unwrap_or(0);
     assert!(moved >= 30, "{branches:?}");
     assert!(branches[PROMPT_GROUP] >= 60, "{branches:?}");
-    let (even, uneven) = (spread(&written), spread(&drawn_written));
+    let (even, uneven) = (spread(&written.by_worker), spread(&drawn_written.by_worker));
     assert!(even < uneven * 0.7, "balanced {even}, drawn {uneven}");
 }
 
@@ -119,49 +135,36 @@ fn group_of_three(balance: bool) -> (BTreeMap<&'static str, usize>, BTreeMap<Str
         .map(|_| replica_with(config(balance), 0, recorder.clone()))
         .collect();
     let mut branches = BTreeMap::new();
-    let (mut homes, mut written) = (BTreeMap::new(), BTreeMap::new());
-    let mut previous_len: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut active: Vec<(usize, usize)> = Vec::new();
+    let (mut homes, mut written) = (BTreeMap::new(), Writes::default());
     let mut rng = SmallRng::seed_from_u64(7);
-    for n in 0..400usize {
-        if n < 300 {
-            active.push((n, 1));
+    for_each_turn(|conversation, turn| {
+        for (_, clock) in &replicas {
+            clock.advance(Duration::from_millis(20));
         }
-        for (conversation, turn) in active.iter_mut() {
-            for (_, clock) in &replicas {
-                clock.advance(Duration::from_millis(20));
+        // Fed at random: each replica meets about a third of the openings.
+        let (policy, _) = &replicas[rng.random_range(0..replicas.len())];
+        let prompt = chat(0, conversation, turn);
+        let (worker, decision) = routed(policy, &prompt, &idle_except(policy, &[]));
+        for event in recorder.take() {
+            for (replica, _) in &replicas {
+                replica.apply_affinity(&event);
             }
-            // Fed at random: each replica meets about a third of the openings.
-            let (policy, _) = &replicas[rng.random_range(0..replicas.len())];
-            let prompt = chat(0, *conversation, *turn);
-            let (worker, decision) = routed(policy, &prompt, &idle_except(policy, &[]));
-            for event in recorder.take() {
-                for (replica, _) in &replicas {
-                    replica.apply_affinity(&event);
-                }
-            }
-            let new_bytes = prompt.len()
-                - previous_len
-                    .insert(*conversation, prompt.len())
-                    .unwrap_or(0);
-            *written.entry(worker.clone()).or_insert(0) += new_bytes;
-            *branches.entry(decision.branch).or_insert(0) += 1;
-            if *turn == 1 {
-                homes.insert(*conversation, worker);
-            } else {
-                // On whichever replica it lands, a later turn goes where its first went.
-                assert_eq!(Some(&worker), homes.get(conversation), "{conversation}");
-            }
-            *turn += 1;
         }
-        active.retain(|&(conversation, turn)| turn <= turns_of(conversation));
-    }
+        written.add(conversation, &prompt, &worker);
+        *branches.entry(decision.branch).or_insert(0) += 1;
+        if turn == 1 {
+            homes.insert(conversation, worker);
+        } else {
+            // On whichever replica it lands, a later turn goes where its first went.
+            assert_eq!(Some(&worker), homes.get(&conversation), "{conversation}");
+        }
+    });
     for (policy, _) in &replicas {
         let stats = policy.stats();
         assert!((0.2..0.5).contains(&stats.openings_met_share), "{stats:?}");
         assert!(stats.placement_replicas > 2.0, "{stats:?}");
     }
-    (branches, written)
+    (branches, written.by_worker)
 }
 
 #[test]
