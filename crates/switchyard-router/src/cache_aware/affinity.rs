@@ -129,8 +129,12 @@ impl CacheAwarePolicy {
         let now = self.clock.unix_now();
         let mut state = self.state.lock();
         let announced_at = Duration::from_millis(event.at_unix_ms);
-        if event.reason == AffinityReason::LoadMove && state.fleet.is_current(now, announced_at) {
-            // A first turn placed by some replica (its own echoed back included).
+        // A first turn placed by some replica (its own echoed back included); counted only
+        // for balancing, the one thing that reads it.
+        if self.config.prompt_group_balance
+            && event.reason == AffinityReason::LoadMove
+            && state.fleet.is_current(now, announced_at)
+        {
             state.opened.record(worker, now);
         }
         state.fleet.applied(now, announced_at);
