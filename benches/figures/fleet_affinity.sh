@@ -35,7 +35,10 @@ BASE="${FIG_PORT_BASE:-20000}"
 # "nolearn" turns off the busy escape at the batch size the engines' gauges showed;
 # "nobalance" turns off `prompt_group_balance` (first turns keep to the shared draw);
 # "openfloor" sets `opening_min_in_flight` to BUSY_DEPTH (a first turn never leaves a group
-# worker carrying fewer requests than a batch).
+# worker carrying fewer requests than a batch); "loosespill" sets `opening_load_factor` to
+# LOOSE_SPILL_FACTOR (default 4: on 4 workers a first turn never leaves its group worker for
+# load).
+LOOSE_SPILL_FACTOR="${LOOSE_SPILL_FACTOR:-4.0}"
 BUSY_DEPTH="${BUSY_DEPTH:-8}"
 CASES="${CASES:-independent:1:round_robin:agentic independent:1:cache_aware:agentic independent:3:cache_aware:agentic cluster:3:cache_aware:agentic independent:5:cache_aware:agentic cluster:5:cache_aware:agentic independent:1:cache_aware:agentic-keyed independent:3:cache_aware:agentic-keyed independent:5:cache_aware:agentic-keyed}"
 GW_PORTS=($BASE $((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)))
@@ -49,6 +52,7 @@ meta seeds "$SEEDS"
 meta kv_share "$KV_SHARE"
 meta scrape_ms "$SCRAPE_MS"
 meta busy_depth "$BUSY_DEPTH"
+meta loose_spill_factor "$LOOSE_SPILL_FACTOR"
 
 GW_ENV=(SWITCHYARD_CLUSTER_SECRET=figures-fleet-affinity)
 
@@ -68,6 +72,7 @@ write_config() {
     has_flag "$flag" nolearn && tunables+=("later_turn_escape_learned = false")
     has_flag "$flag" nobalance && tunables+=("prompt_group_balance = false")
     has_flag "$flag" openfloor && tunables+=("opening_min_in_flight = $BUSY_DEPTH")
+    has_flag "$flag" loosespill && tunables+=("opening_load_factor = $LOOSE_SPILL_FACTOR")
     if ((${#tunables[@]})); then
         printf '\n[routing.cache_aware]\n' >>"$path"
         printf '%s\n' "${tunables[@]}" >>"$path"
