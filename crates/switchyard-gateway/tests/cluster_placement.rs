@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Three real gateway processes in one Raft group with cache-aware routing: every replica's
 //! first-turn placements go through the ledger, and from the records coming back each replica
-//! learns how many replicas are placing (its first-turn load bound reads local counts at that
-//! scale).
+//! learns how many replicas are placing (`switchyard_routing_placement_replicas`; where more
+//! than one is, later turns follow their first wherever it went).
 
 mod common;
 

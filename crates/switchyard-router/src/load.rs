@@ -51,43 +51,28 @@ pub(crate) fn is_imbalanced(
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct LoadBound {
     capacity: f64,
-    /// What one request in flight here stands for fleet-wide (see `across_replicas`).
-    scale: f64,
 }
 
 impl LoadBound {
     pub(crate) fn new(candidates: &[Candidate], factor: f64) -> Self {
-        Self::across_replicas(candidates, factor, 1.0)
-    }
-
-    /// The bound on the fleet's load when this replica sends about 1 / `replicas` of the
-    /// requests, spread at random: each in-flight count it sees stands for `replicas` times as
-    /// many, so counts and cap are both on that scale. With `replicas` = 1 this is `new`.
-    pub(crate) fn across_replicas(candidates: &[Candidate], factor: f64, replicas: f64) -> Self {
         let total: u64 = candidates.iter().map(|c| c.in_flight).sum();
         let count = candidates.len().max(1) as f64;
-        let scale = if replicas.is_finite() && replicas > 1.0 {
-            replicas
-        } else {
-            1.0
-        };
         Self {
             // An unbounded factor means no cap (infinity accepts every count).
-            capacity: (factor * (total as f64 * scale + 1.0) / count).ceil(),
-            scale,
+            capacity: (factor * (total as f64 + 1.0) / count).ceil(),
         }
     }
 
-    /// The same bound, but never below `min` requests (fleet-wide).
+    /// The same bound, but a worker with fewer than `min` requests in flight is always
+    /// accepted.
     pub(crate) fn at_least(self, min: u64) -> Self {
         Self {
             capacity: self.capacity.max(min as f64),
-            ..self
         }
     }
 
     pub(crate) fn accepts(self, in_flight: u64) -> bool {
-        (in_flight as f64) * self.scale < self.capacity
+        (in_flight as f64) < self.capacity
     }
 }
 
@@ -204,27 +189,18 @@ mod tests {
     }
 
     #[test]
-    fn a_bound_across_replicas_scales_the_counts_and_the_cap_alike() {
+    fn a_floor_accepts_a_lightly_loaded_worker_whatever_the_factor_says() {
         let view = loads(&[1, 0, 0, 0]);
-        // Alone: cap = max(ceil(2 × 2 / 4), 4) = 4, so one request in flight is far below it.
-        let alone = LoadBound::new(&view, 2.0).at_least(4);
-        assert!(alone.accepts(1) && alone.accepts(3) && !alone.accepts(4));
-        // One of five replicas: the fleet carries about 5 there, cap = ceil(2 × 6 / 4) = 3.
-        let fleet = LoadBound::across_replicas(&view, 2.0, 5.0).at_least(4);
-        assert!(fleet.accepts(0));
-        assert!(!fleet.accepts(1), "5 fleet-wide is past the cap of 4");
-        // Busier: total 8 here, 40 fleet-wide, cap = ceil(2 × 41 / 4) = 21: 4 × 5 = 20 fits.
-        let busy = LoadBound::across_replicas(&loads(&[4, 2, 1, 1]), 2.0, 5.0).at_least(4);
-        assert!(busy.accepts(4) && !busy.accepts(5));
-        // Nonsense replica counts fall back to this replica's own view.
-        for replicas in [0.0, 0.5, f64::NAN, f64::INFINITY] {
-            assert_eq!(
-                LoadBound::across_replicas(&view, 2.0, replicas),
-                LoadBound::new(&view, 2.0)
-            );
-        }
-        // An unbounded factor accepts everything, scaled or not.
-        assert!(LoadBound::across_replicas(&view, f64::INFINITY, 5.0).accepts(u64::MAX));
+        // cap = ceil(2 × 2 / 4) = 1: even one request in flight is refused.
+        let bare = LoadBound::new(&view, 2.0);
+        assert!(bare.accepts(0) && !bare.accepts(1));
+        let floored = bare.at_least(4);
+        assert!(floored.accepts(1) && floored.accepts(3) && !floored.accepts(4));
+        // Busier: total 12, cap = ceil(2 × 13 / 4) = 7, above the floor.
+        let busy = LoadBound::new(&loads(&[6, 3, 2, 1]), 2.0).at_least(4);
+        assert!(busy.accepts(6) && !busy.accepts(7));
+        // An unbounded factor accepts everything.
+        assert!(LoadBound::new(&view, f64::INFINITY).accepts(u64::MAX));
     }
 
     #[test]

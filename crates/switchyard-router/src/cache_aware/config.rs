@@ -45,18 +45,16 @@ pub struct CacheAwareConfig {
     /// to it. Loose on purpose: replicas that do not share affinity events each follow the
     /// ring for turns they never saw placed, so a move made on one replica's private load view
     /// splits the conversation; the ring alone already spreads many conversations evenly.
-    /// Where the replicas share their placements (one Raft group), every replica follows such
-    /// a move, so counts, mean and floor are read on the fleet's scale: this replica's counts
-    /// × the replicas placing, as the replicated events show (`placement_replicas` in the
-    /// routing stats).
+    /// Replicas that share their placements (one Raft group) follow such a move, but read
+    /// the same local counts: scaled to the fleet (× the replicas placing) the bound moved
+    /// first turns out of their prompt's group on a sample's noise, for a lower hit rate.
     pub opening_load_factor: f64,
     /// A first turn never skips a worker that has fewer than this many of this replica's
     /// requests in flight, whatever `opening_load_factor` says. A replica fed 1/N of the
     /// traffic sees 1/N of every worker's load, where one or two requests over the mean are
     /// noise, not a hot worker; and a first turn moved on that noise splits its conversation
     /// from the replicas that never hear of the move (they send its later turns to the
-    /// conversation's own worker). Fleet-wide where the replicas share their placements (see
-    /// `opening_load_factor`).
+    /// conversation's own worker).
     pub opening_min_in_flight: u64,
     /// A later chat turn leaves its conversation's worker while that worker's engine reports
     /// at least this many requests waiting for a batch slot (its scraped load gauges, the

@@ -4,12 +4,10 @@
 //! applies every record, its own included. Fed at random, each replica announces its share of
 //! the fleet's placements, so the fresh records applied here against this replica's own
 //! announcements over the same time say how many replicas are placing: about N for N
-//! replicas, 1 for one replica alone, and nothing (so 1) where events are not shared. A first
-//! turn's load bound then reads this replica's in-flight counts as that share of the fleet's
-//! (see `LoadBound::across_replicas`), the load every replica's turns meet at the worker.
-//! Independent replicas keep their own view: none of their events come back, and a first turn
-//! they moved on a fleet-wide estimate would split the conversation (the others never learn
-//! where it went).
+//! replicas, 1 for one replica alone, and nothing (so 1) where events are not shared. Where
+//! others are placing too, a conversation's later turns follow its first wherever it went, so
+//! a first turn may even out its group's cache writes and a replica may plan its prompts'
+//! groups from its first requests (see `GroupPlan::refresh`).
 
 use super::decayed::DecayedRatio;
 use std::time::Duration;
@@ -22,7 +20,7 @@ const HALF_LIFE: Duration = Duration::from_secs(30);
 const FRESH: Duration = Duration::from_secs(10);
 /// Below this many (decayed) own announcements the ratio is noise: count as alone.
 const MIN_ANNOUNCED: f64 = 8.0;
-/// The most replicas the estimate claims (a bound on what a noisy ratio can do to the cap).
+/// The most replicas the estimate claims (a bound on what a noisy ratio can claim).
 const MAX_REPLICAS: f64 = 64.0;
 /// Halfway to a second replica: others' records are arriving, not just this one's own.
 const SHARED_FROM: f64 = 1.5;

@@ -149,6 +149,11 @@ impl GroupShares {
             .map_or(0.0, |count| count / self.total)
     }
 
+    /// Conversations this replica has met (as far as it remembers them).
+    pub(super) fn conversations_met(&self) -> usize {
+        self.counted.len()
+    }
+
     /// The tracked system prompts.
     pub(super) fn groups(&self) -> impl Iterator<Item = u64> + '_ {
         self.scaled.keys().copied()

@@ -65,7 +65,7 @@ use escape::{ReportedLoads, later_turn_escape};
 use matching::{Affinity, best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{Grouping, PlacementKind};
-use prompt_group::GROUP_PLAN_EVERY;
+use prompt_group::{GROUP_PLAN_EVERY, MIN_PLAN_CONVERSATIONS};
 use recent::ShareBound;
 use state::AffinityState;
 use std::fmt;
@@ -261,14 +261,9 @@ impl RoutingPolicy for CacheAwarePolicy {
         // A conversation's opening is bounded loosely and by in-flight counts alone: a replica
         // that never sees the opening sends the later turns where its own placement says, so
         // a deviation made on load signals the other replicas do not share splits the
-        // conversation. Where the replicas share their placements, a deviation is followed
-        // everywhere, and this replica's counts are read as its share of the fleet's load.
-        let opening_bound = LoadBound::across_replicas(
-            candidates,
-            self.config.opening_load_factor,
-            fleet.replicas(now),
-        )
-        .at_least(self.config.opening_min_in_flight);
+        // conversation. The floor keeps a worker whose few requests here are noise.
+        let opening_bound = LoadBound::new(candidates, self.config.opening_load_factor)
+            .at_least(self.config.opening_min_in_flight);
         let share = recent.bound(
             candidates,
             ring.members().iter().map(|member| member.id),
@@ -281,12 +276,15 @@ impl RoutingPolicy for CacheAwarePolicy {
                 if groups.observe(group, conversation.key, turn, now) {
                     openings.met(turn <= 1, now);
                 }
+                // Where later turns follow their opening anyway, a plan may start at once.
+                let follows = openings.routes_whole(now) || fleet.shares_placements(now);
                 plan.refresh(
                     &ring,
                     groups,
                     self.config.prompt_group_load_factor,
                     now,
                     GROUP_PLAN_EVERY,
+                    if follows { 0 } else { MIN_PLAN_CONVERSATIONS },
                 );
                 let slots = plan.slots(group, &ranking);
                 Some(Grouping { ranking, slots })

@@ -68,7 +68,15 @@ pub(super) struct GroupPlan {
 pub(super) type Slot = (u32, f64);
 
 impl GroupPlan {
-    /// Rebuilds the plan when the ring changed or `every` passed since the last build.
+    /// Rebuilds the plan when the ring changed or `every` passed since the last build, once
+    /// this replica has met `min_conversations` conversations: until then the plan stays
+    /// empty and every prompt takes the first worker of its ranking, as on every other
+    /// replica. Shares estimated from the first few conversations differ from replica to
+    /// replica and from the shares a moment later, and where a conversation's later turns do
+    /// not follow its opening (replicas fed at random that do not share placements), those
+    /// of a conversation opened on such a plan go elsewhere on the replicas that did not open
+    /// it, and back on the one that did. The first worker of a prompt's ranking is where the
+    /// settled plan puts most of its conversations.
     pub(super) fn refresh(
         &mut self,
         ring: &Arc<Ring>,
@@ -76,6 +84,7 @@ impl GroupPlan {
         factor: f64,
         now: Duration,
         every: Duration,
+        min_conversations: usize,
     ) {
         let same_ring = self.ring.as_ref().is_some_and(|old| Arc::ptr_eq(old, ring));
         let fresh = self
@@ -86,8 +95,15 @@ impl GroupPlan {
         }
         let members = ring.members().len();
         let capacity = (factor * UNITS_PER_WORKER).max(1.0);
-        self.spare = vec![capacity; members];
         self.by_group.clear();
+        if shares.conversations_met() < min_conversations {
+            // Not built (the next request looks again), so no prompt is planned and none
+            // finds a worker with spare capacity: each takes its ranking's first.
+            self.spare.clear();
+            return;
+        }
+        self.spare.clear();
+        self.spare.resize(members, capacity);
         let units_of = |group: u64| shares.share(group) * members as f64 * UNITS_PER_WORKER;
         let mut prompts: Vec<(f64, u64)> = shares
             .groups()
@@ -158,6 +174,10 @@ impl GroupPlan {
     }
 }
 
+/// Conversations a replica meets before it plans, where later turns may not follow their
+/// opening (see `GroupPlan::refresh`): as many as it needs to tell whether they do (see
+/// `openings`). Longer keeps the warm-up plan, every prompt on one worker, on a skewed load.
+pub(super) const MIN_PLAN_CONVERSATIONS: usize = 32;
 /// The plan's unit: a quarter of a worker's even share.
 const UNITS_PER_WORKER: f64 = 4.0;
 /// The smallest part of a prompt's traffic worth another worker (see `GroupPlan`).
@@ -301,7 +321,14 @@ mod tests {
             }
         }
         let mut plan = GroupPlan::default();
-        plan.refresh(&ring, &shares, 1.0, Duration::ZERO, Duration::from_secs(1));
+        plan.refresh(
+            &ring,
+            &shares,
+            1.0,
+            Duration::ZERO,
+            Duration::from_secs(1),
+            0,
+        );
         let units = |group: u64| -> f64 { plan.slots(group, &[]).iter().map(|s| s.1).sum() };
         for (group, expected) in [(1, 12.0), (2, 2.4), (3, 1.6)] {
             assert!((units(group) - expected).abs() < 1e-9, "{}", units(group));

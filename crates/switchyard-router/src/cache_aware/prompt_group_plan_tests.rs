@@ -36,7 +36,14 @@ fn plan_of(ring: &Arc<Ring>, counts: &[(u64, f64)]) -> GroupPlan {
         }
     }
     let mut plan = GroupPlan::default();
-    plan.refresh(ring, &shares, 1.0, Duration::ZERO, Duration::from_secs(1));
+    plan.refresh(
+        ring,
+        &shares,
+        1.0,
+        Duration::ZERO,
+        Duration::from_secs(1),
+        0,
+    );
     plan
 }
 
@@ -150,4 +157,37 @@ fn past_the_planned_prompt_limit_the_busiest_are_planned() {
         plan.slots(1000, &[])
     );
     assert_eq!(plan.by_group.len(), MAX_PLANNED_PROMPTS);
+}
+
+#[test]
+fn a_replica_plans_only_once_it_has_met_enough_conversations() {
+    let ring = ring(4);
+    let ranking = ranking(&ring, 1);
+    let mut shares = GroupShares::new(Duration::from_secs(3600), 4096, 64);
+    let mut plan = GroupPlan::default();
+    let every = Duration::from_secs(1);
+    // Prompt 1 carries every turn: planned, it takes all four workers.
+    let mut refresh_after = |conversation: u64, plan: &mut GroupPlan| {
+        for turn in 1..=10 {
+            shares.observe(1, conversation, turn, Duration::ZERO);
+        }
+        plan.refresh(&ring, &shares, 1.0, Duration::ZERO, every, 3);
+    };
+    for conversation in 0..2 {
+        refresh_after(conversation, &mut plan);
+        // Two conversations met: nothing planned, the prompt's first worker takes it.
+        assert_eq!(plan.slots(1, &ranking), vec![(ranking[0], 1.0)]);
+    }
+    // The refresh that saw too little did not count as a build: the third conversation
+    // plans at once, well within `every`.
+    refresh_after(2, &mut plan);
+    let slots = plan.slots(1, &ranking);
+    assert_eq!(slots.len(), 4, "{slots:?}");
+    assert!((units(&plan, 1) - 16.0).abs() < 1e-9);
+    // Without a minimum the first conversation already plans.
+    let mut eager = GroupPlan::default();
+    let mut alone = GroupShares::new(Duration::from_secs(3600), 4096, 64);
+    alone.observe(1, 0, 1, Duration::ZERO);
+    eager.refresh(&ring, &alone, 1.0, Duration::ZERO, every, 0);
+    assert_eq!(eager.slots(1, &ranking).len(), 4);
 }

@@ -237,23 +237,36 @@ fn a_first_turn_over_the_load_bound_spills_down_the_ranking_and_is_announced() {
     assert_eq!(spilled, 3);
 }
 
+/// A replica alone whose plan has settled on 40 openings of prompt 0.
+fn settled_replica() -> CacheAwarePolicy {
+    let (policy, clock) = replica(0, Arc::new(DiscardAffinity));
+    for m in 1000..1040 {
+        clock.advance(Duration::from_millis(50));
+        routed(&policy, &chat(0, m, 1), &idle_except(&policy, &[]));
+    }
+    policy
+}
+
+/// Where a settled plan puts the opening of conversation `n` of prompt 0, and a load view
+/// with `hot` requests in flight there and none elsewhere.
+fn group_worker_carrying(n: usize, hot: u64) -> (String, Vec<(&'static str, u64)>) {
+    let probe = settled_replica();
+    let (home, _) = routed(&probe, &chat(0, n, 1), &idle_except(&probe, &[]));
+    let view = NAMES
+        .iter()
+        .map(|&name| (name, if name == home { hot } else { 0 }))
+        .collect();
+    (home, view)
+}
+
 #[test]
 fn a_first_turn_keeps_its_group_worker_below_the_bounds_floor() {
     // Each first turn on a fresh replica with a settled plan, its group worker carrying
     // `hot` of this replica's requests and the others none: the factor bound alone would
     // refuse from 2 (⌈2.0 × (hot + 1) / 4⌉), the floor keeps it up to 3.
     let decide = |n: usize, hot: u64| {
-        let (policy, clock) = replica(0, Arc::new(DiscardAffinity));
-        for m in 1000..1040 {
-            clock.advance(Duration::from_millis(50));
-            routed(&policy, &chat(0, m, 1), &idle_except(&policy, &[]));
-        }
-        let probe = replica(0, Arc::new(DiscardAffinity));
-        let (home, _) = routed(&probe.0, &chat(0, n, 1), &idle_except(&probe.0, &[]));
-        let view: Vec<(&str, u64)> = NAMES
-            .iter()
-            .map(|&name| (name, if name == home { hot } else { 0 }))
-            .collect();
+        let policy = settled_replica();
+        let (home, view) = group_worker_carrying(n, hot);
         let (worker, decision) = routed(&policy, &chat(0, n, 1), &fleet(&policy, &view));
         (worker == home, decision.branch)
     };
@@ -266,7 +279,7 @@ fn a_first_turn_keeps_its_group_worker_below_the_bounds_floor() {
 }
 
 #[test]
-fn where_placements_are_shared_a_first_turn_reads_local_counts_as_a_share_of_the_fleets() {
+fn where_placements_are_shared_a_first_turn_still_reads_this_replicas_own_counts() {
     // Two replicas settle the same plan: one alone, one whose every announcement comes back
     // through the (simulated) ledger together with four other replicas' records.
     let recorder = Arc::new(Recorder::default());
@@ -291,22 +304,26 @@ fn where_placements_are_shared_a_first_turn_reads_local_counts_as_a_share_of_the
     let replicas = shared.stats().placement_replicas;
     assert!((replicas - 5.0).abs() < 0.01, "{replicas}");
     assert_eq!(alone.stats().placement_replicas, 1.0);
-    // A new conversation whose group worker carries one of the replica's own requests: alone,
-    // far below the bound's floor of 4; shared, about 5 of the fleet's, at it.
+    // A new conversation whose group worker carries `hot` of the replica's own requests and
+    // the others none: both keep it below the floor of 4 (read as the fleet's 5 × hot, the
+    // shared one would spill at 1) and both spill it at the floor.
     for n in 0..5 {
-        let probe = replica(0, Arc::new(DiscardAffinity));
-        let (home, _) = routed(&probe.0, &chat(0, n, 1), &idle_except(&probe.0, &[]));
-        let view: Vec<(&str, u64)> = NAMES
-            .iter()
-            .map(|&name| (name, u64::from(name == home)))
-            .collect();
-        let (worker, decision) = routed(&alone, &chat(0, n, 1), &fleet(&alone, &view));
-        assert_eq!(
-            (worker.as_str(), decision.branch),
-            (home.as_str(), PROMPT_GROUP)
-        );
-        let (worker, decision) = routed(&shared, &chat(0, n, 1), &fleet(&shared, &view));
-        assert_ne!(worker, home, "{n}");
-        assert_eq!(decision.branch, PROMPT_GROUP_SPILL);
+        for (k, (hot, stays)) in [(1, true), (3, true), (4, false)].into_iter().enumerate() {
+            let n = 3 * n + k;
+            let (home, view) = group_worker_carrying(n, hot);
+            for policy in [&alone, &shared] {
+                let (worker, decision) = routed(policy, &chat(0, n, 1), &fleet(policy, &view));
+                let expected = if stays {
+                    PROMPT_GROUP
+                } else {
+                    PROMPT_GROUP_SPILL
+                };
+                assert_eq!(
+                    (worker == home, decision.branch),
+                    (stays, expected),
+                    "{n} at {hot}"
+                );
+            }
+        }
     }
 }
