@@ -3,10 +3,11 @@
 //! warmup shares) onto the ring with bounded load, so every gateway replica agrees without
 //! talking and sessions sharing one system prompt still spread. A chat is named by its
 //! conversation (its opening, under the session or user key when one is sent: `conversation`):
-//! only its first turn takes a (loose, in-flight) load bound, read on the fleet's scale where
-//! replicas share placements (`fleet_share`), and where its later turns follow it (a replica
-//! that routes its conversations whole, `openings`, or replicas sharing placements) it evens
-//! out its group workers' cache writes; later turns go where it
+//! only its first turn takes a (loose, in-flight) load bound on this replica's own counts, and
+//! where its later turns follow it (a replica that routes its conversations whole, `openings`,
+//! or replicas sharing placements, `fleet_share`) it evens out its group workers' cache
+//! writes; elsewhere the prompts' group plan waits for enough conversations to agree across
+//! replicas (`prompt_group`); later turns go where it
 //! lives on every replica, unless that worker's engine reports a queue or it carries a full
 //! batch (`escape`); when the holder of a prefix is filtered, migrate the affinity to the
 //! fallback worker at once and say so to the other replicas.
