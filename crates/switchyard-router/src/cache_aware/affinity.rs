@@ -142,7 +142,7 @@ impl CacheAwarePolicy {
             state.tree.lookup(&event.prefix).insert(worker);
             state.tree.displace(&event.prefix, &displaced);
         }
-        state.overrides.set(event.prefix_key, worker);
+        state.overrides.apply(event.prefix_key, worker);
         drop(state);
         self.counters.applied.fetch_add(1, Ordering::Relaxed);
         AffinityApplied::Applied

@@ -8,7 +8,10 @@
 //! same way on every replica and at every turn, and a session's next conversation lands on a
 //! fresh ring position, which spreads busy sessions without any load signal.
 
+use super::KeyOf;
+use super::matching::Affinity;
 use crate::hash::stable_hash_seeded;
+use crate::routing_key::RoutingKeySource;
 
 /// How the gateway flattens chat messages into the prompt: `<|role|>content\n` per message, in
 /// order (`switchyard-gateway`'s `openai::flatten_messages`; a gateway test pins the two
@@ -46,6 +49,40 @@ impl Conversation {
     }
 }
 
+/// The conversation a request belongs to, the key it is placed, overridden and announced by,
+/// and which cached prefixes tie it to a worker. A chat is named alike by every replica at
+/// every turn: by its opening under the session or user key, or, with neither sent and
+/// `anonymous` set, by its opening alone (never by the shared system prompt, which would pile
+/// every conversation of an application onto one worker).
+pub(super) fn identify<'r>(
+    key: Option<KeyOf<'r>>,
+    prompt: &str,
+    anonymous: bool,
+) -> (Option<KeyOf<'r>>, Option<Conversation>, Affinity) {
+    let identified = matches!(
+        key.map(|key| key.source),
+        Some(RoutingKeySource::Session | RoutingKeySource::User)
+    );
+    let conversation = match key {
+        Some(key) if identified => Conversation::of(prompt, key.hash),
+        Some(_) if anonymous => Conversation::anonymous(prompt),
+        _ => None,
+    };
+    let affinity = if identified || conversation.is_some() {
+        Affinity::Continuation
+    } else {
+        Affinity::SharedPrefix
+    };
+    let key = match (key, conversation) {
+        (Some(key), Some(conversation)) => Some(KeyOf {
+            hash: conversation.key,
+            ..key
+        }),
+        (key, _) => key,
+    };
+    (key, conversation, affinity)
+}
+
 /// What precedes the first user message (the system prompt, as flattened), None when empty or
 /// when the prompt is not a flattened chat.
 pub(super) fn system_part(prompt: &str) -> Option<&str> {
@@ -56,6 +93,14 @@ pub(super) fn system_part(prompt: &str) -> Option<&str> {
 /// The turns a conversation has sent so far, wherever they went: its history's user messages.
 pub(super) fn turns(prompt: &str) -> u32 {
     u32::try_from(prompt.matches(USER_TURN_MARKER).count()).unwrap_or(u32::MAX)
+}
+
+/// Whether an earlier prompt of this conversation, `cached` bytes long, was its previous turn:
+/// it holds every user message but the newest. One holding fewer was an older turn, and the
+/// turns since were routed without it.
+pub(super) fn reaches_previous_turn(prompt: &str, cached: usize) -> bool {
+    let held = prompt.get(..cached).map_or(0, turns);
+    held.saturating_add(1) >= turns(prompt)
 }
 
 /// The prompt up to the end of its first user message.
@@ -106,6 +151,25 @@ mod tests {
     fn a_conversations_turns_are_its_user_messages() {
         assert_eq!((turns(TURN_1), turns(TURN_2)), (1, 2));
         assert_eq!(turns("no chat at all"), 0);
+    }
+
+    #[test]
+    fn only_an_earlier_prompt_holding_all_but_the_newest_user_message_is_the_previous_turn() {
+        const TURN_3: &str = "<|system|>be brief\n<|user|>hi\n<|assistant|>hello\n\
+                              <|user|>more\n<|assistant|>ok\n<|user|>again\n";
+        assert!(reaches_previous_turn(TURN_2, TURN_1.len()));
+        assert!(reaches_previous_turn(TURN_3, TURN_2.len()));
+        assert!(
+            !reaches_previous_turn(TURN_3, TURN_1.len()),
+            "two turns back"
+        );
+        assert!(!reaches_previous_turn(TURN_3, 0));
+        // A length past the prompt or inside a character holds nothing.
+        assert!(!reaches_previous_turn(TURN_3, TURN_3.len() + 1));
+        assert!(
+            reaches_previous_turn(TURN_1, 0),
+            "a first turn has no previous one"
+        );
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! where its later turns follow it (a replica that routes its conversations whole, `openings`,
 //! or replicas sharing placements, `fleet_share`) it evens out its group workers' cache
 //! writes; elsewhere the prompts' group plan waits for enough conversations to agree across
-//! replicas (`prompt_group`); later turns go where it
-//! lives on every replica, unless that worker's engine reports a queue or it carries a full
-//! batch (`escape`); when the holder of a prefix is filtered, migrate the affinity to the
-//! fallback worker at once and say so to the other replicas.
+//! replicas (`prompt_group`), and a replica that missed a later turn's previous turn follows
+//! placement rather than its own older routing. Later turns go where the conversation lives
+//! on every replica, unless that worker's engine reports a queue or it carries a full batch
+//! (`escape`); when the holder of a prefix is filtered, migrate the affinity to the fallback
+//! worker at once and say so to the other replicas.
 
 mod affinity;
 mod branches;
@@ -61,13 +62,13 @@ use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
 use branches::*;
 use choice::Choice;
-use conversation::Conversation;
+
 use escape::{ReportedLoads, later_turn_escape};
-use matching::{Affinity, best_cache_match, least_busy_holder};
+use matching::{best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{Grouping, PlacementKind};
 use prompt_group::{GROUP_PLAN_EVERY, MIN_PLAN_CONVERSATIONS};
-use recent::ShareBound;
+
 use state::AffinityState;
 use std::fmt;
 use std::sync::Arc;
@@ -190,31 +191,8 @@ impl RoutingPolicy for CacheAwarePolicy {
             text: key.key,
             source: key.source,
         });
-        // A chat is placed, overridden and announced by its conversation, which every replica
-        // names alike at every turn: by its opening under the session or user key, or, with
-        // neither sent, by its opening alone (never by the shared system prompt, which would
-        // pile every conversation of an application onto one worker).
-        let identified = matches!(
-            key.map(|key| key.source),
-            Some(RoutingKeySource::Session | RoutingKeySource::User)
-        );
-        let conversation = match key {
-            Some(key) if identified => Conversation::of(prompt, key.hash),
-            Some(_) if self.config.anonymous_conversations => Conversation::anonymous(prompt),
-            _ => None,
-        };
-        let affinity = if identified || conversation.is_some() {
-            Affinity::Continuation
-        } else {
-            Affinity::SharedPrefix
-        };
-        let key = match (key, conversation) {
-            (Some(key), Some(conversation)) => Some(KeyOf {
-                hash: conversation.key,
-                ..key
-            }),
-            (key, _) => key,
-        };
+        let (key, conversation, affinity) =
+            conversation::identify(key, prompt, self.config.anonymous_conversations);
         // A later turn of a conversation goes where the conversation lives, whatever this
         // replica's load view says: other replicas, which cannot see that view, send its
         // other turns there too.
@@ -272,13 +250,15 @@ impl RoutingPolicy for CacheAwarePolicy {
             now,
             share_buffer,
         );
+        // Whether a conversation's later turns go where its opening went on every replica:
+        // this replica routes its conversations whole, or replicas share placements.
+        let follows = openings.routes_whole(now) || fleet.shares_placements(now);
         let grouping = match (group, ranking, conversation) {
             (Some(group), Some(ranking), Some(conversation)) => {
                 if groups.observe(group, conversation.key, turn, now) {
                     openings.met(turn <= 1, now);
                 }
                 // Where later turns follow their opening anyway, a plan may start at once.
-                let follows = openings.routes_whole(now) || fleet.shares_placements(now);
                 plan.refresh(
                     &ring,
                     groups,
@@ -315,45 +295,47 @@ impl RoutingPolicy for CacheAwarePolicy {
             .longest(&lookup, |worker| view.contains(worker))
             .and_then(|(len, holders)| Some((len, least_busy_holder(holders, &view)?)));
         let longest = affinity.longest(&lookup, |_| true);
-        let placed = || {
-            if let Some(grouping) = &grouping {
-                let key = key?.hash;
-                let in_group = if sticky {
-                    let any = |_, _| true;
-                    placement::place_in_group(&ring, overrides, &loads, grouping, key, any, None)
-                } else {
-                    let bounded = |_, n| opening_bound.accepts(n);
-                    placement::place_in_group(
-                        &ring, overrides, &loads, grouping, key, bounded, balance,
-                    )
-                };
-                // No candidate within both bounds: the ring decides, as without a group.
-                return in_group.or_else(|| {
-                    let unbounded = ShareBound::unbounded();
-                    placement::place(&ring, overrides, &loads, opening_bound, &unbounded, key)
-                });
-            }
-            if sticky {
-                placement::place_sticky(&ring, overrides, &loads, key?.hash)
-            } else if conversation.is_some() {
-                let unbounded = ShareBound::unbounded();
-                placement::place(
-                    &ring,
-                    overrides,
-                    &loads,
-                    opening_bound,
-                    &unbounded,
-                    key?.hash,
-                )
+        // Among replicas that do not share placements, one that did not route a later turn's
+        // previous turn knows only where it sent an older one (or moved it on its own), while
+        // the turns since went where placement says: going back would move it once more.
+        let missed_previous = sticky
+            && !follows
+            && !longest.is_some_and(|(len, _)| conversation::reaches_previous_turn(prompt, len));
+        // Where the conversation was moved off its placement, as far as this turn follows.
+        let moved_to = key.and_then(|key| {
+            if missed_previous {
+                overrides.get_shared(key.hash)
             } else {
-                placement::place(&ring, overrides, &loads, bound, &share, key?.hash)
+                overrides.get(key.hash)
             }
+        });
+        let placing = placement::Placing {
+            ring: &ring,
+            loads: &loads,
+            moved_to,
+            grouping: grouping.as_ref(),
+            key: key.map(|key| key.hash),
+            sticky,
+            conversation: conversation.is_some(),
+            opening_bound,
+            bound,
+            share: &share,
+            balance,
         };
+        let placed = || placing.place();
         // Where another replica (or this one) last moved this conversation, if still routable.
-        let home = key
+        let home = moved_to
             .filter(|_| sticky)
-            .and_then(|key| overrides.get(key.hash))
             .filter(|&worker| view.contains(worker));
+        // Having missed the previous turn, only a cache where the fleet keeps the
+        // conversation counts as a hit.
+        let (candidate_hit, longest) = if missed_previous {
+            let kept = home.or_else(|| placed().map(|(worker, _)| worker));
+            let on_kept = affinity.longest(&lookup, |worker| Some(worker) == kept);
+            (on_kept.and_then(|(len, _)| Some((len, kept?))), on_kept)
+        } else {
+            (candidate_hit, longest)
+        };
         let choice = match (candidate_hit, longest, home) {
             _ if imbalanced => Choice::Imbalanced(self.least_loaded.pick(candidates)?),
             (Some((len, holder)), _, Some(home)) if home == holder && strong(len) => {
@@ -437,6 +419,13 @@ impl RoutingPolicy for CacheAwarePolicy {
         // session's or block's next new conversation) go where its cache now is; the ledger
         // keeps only the key.
         if let (Some(_), Some(key)) = (&deviation, key) {
+            overrides.set(key.hash, worker);
+        }
+        // A move of its own this replica just gave up on must not take the next turn back.
+        let private = |key: &KeyOf| {
+            overrides.get(key.hash).is_some() && overrides.get_shared(key.hash).is_none()
+        };
+        if let Some(key) = key.filter(|key| missed_previous && private(key)) {
             overrides.set(key.hash, worker);
         }
         if deviation.is_some() {

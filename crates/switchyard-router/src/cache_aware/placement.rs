@@ -34,7 +34,7 @@ pub(super) enum PlacementKind {
 #[derive(Debug)]
 pub(super) struct PlacementOverrides {
     capacity: usize,
-    by_key: HashMap<u64, WorkerId, BuildHasherDefault<PrehashedKey>>,
+    by_key: HashMap<u64, Override, BuildHasherDefault<PrehashedKey>>,
     /// Exactly the keys of `by_key`, oldest first.
     order: VecDeque<u64>,
 }
@@ -53,11 +53,36 @@ impl PlacementOverrides {
     }
 
     pub(super) fn get(&self, key: u64) -> Option<WorkerId> {
-        self.by_key.get(&key).copied()
+        self.by_key.get(&key).map(|entry| entry.worker)
     }
 
+    /// The key's override if it came from an affinity event, which every replica applies
+    /// where replicas share them; None for one this replica set and did not see come back.
+    pub(super) fn get_shared(&self, key: u64) -> Option<WorkerId> {
+        self.by_key
+            .get(&key)
+            .filter(|entry| entry.shared)
+            .map(|entry| entry.worker)
+    }
+
+    /// A move this replica made.
     pub(super) fn set(&mut self, key: u64, worker: WorkerId) {
-        if self.by_key.insert(key, worker).is_some() {
+        self.insert(key, Override::private(worker));
+    }
+
+    /// A move some replica announced (this one's own included), applied from its event.
+    pub(super) fn apply(&mut self, key: u64, worker: WorkerId) {
+        self.insert(
+            key,
+            Override {
+                worker,
+                shared: true,
+            },
+        );
+    }
+
+    fn insert(&mut self, key: u64, entry: Override) {
+        if self.by_key.insert(key, entry).is_some() {
             return;
         }
         self.order.push_back(key);
@@ -69,19 +94,36 @@ impl PlacementOverrides {
     }
 
     pub(super) fn forget_worker(&mut self, worker: WorkerId) {
-        self.by_key.retain(|_, owner| *owner != worker);
+        self.by_key.retain(|_, entry| entry.worker != worker);
         let by_key = &self.by_key;
         self.order.retain(|key| by_key.contains_key(key));
     }
 }
 
+#[derive(Clone, Copy, Debug)]
+struct Override {
+    worker: WorkerId,
+    /// Applied from an affinity event rather than set by this replica alone.
+    shared: bool,
+}
+
+impl Override {
+    fn private(worker: WorkerId) -> Self {
+        Self {
+            worker,
+            shared: false,
+        }
+    }
+}
+
 /// Where a request with routing-key hash `key` goes, or None if no candidate is on the ring
-/// (the caller falls back to least loaded). A worker takes it while within both the in-flight
+/// (the caller falls back to least loaded): `moved_to` (the key's placement override, if the
+/// caller follows one) if it fits the bounds, else the ring. A worker takes it while within both the in-flight
 /// bound and the recent-share bound; if no candidate is within both, the in-flight bound
 /// alone decides (it always leaves one).
 pub(super) fn place(
     ring: &Ring,
-    overrides: &PlacementOverrides,
+    moved_to: Option<WorkerId>,
     loads: &CandidateLoads,
     bound: LoadBound,
     share: &ShareBound,
@@ -89,7 +131,7 @@ pub(super) fn place(
 ) -> Option<(WorkerId, PlacementKind)> {
     let within_both =
         |member: u32, in_flight: u64| bound.accepts(in_flight) && share.accepts(member);
-    if let Some(worker) = overrides.get(key) {
+    if let Some(worker) = moved_to {
         let fits = ring.member_index(worker).is_some_and(|member| {
             loads
                 .in_flight(member)
@@ -113,18 +155,18 @@ pub(super) fn place(
     Some((ring.member(placed.member)?.id, kind))
 }
 
-/// Where a later turn of a known conversation goes: its override if that worker is a
-/// candidate, else its ring owner, walking past filtered workers only. No load bound: moving a
+/// Where a later turn of a known conversation goes: its override (`moved_to`) if that worker
+/// is a candidate, else its ring owner, walking past filtered workers only. No load bound: moving a
 /// conversation that has a cache costs more than a busy worker, and a replica's load view is
 /// its own, so a bound here would send the turns one replica sees away from the worker the
 /// others keep using.
 pub(super) fn place_sticky(
     ring: &Ring,
-    overrides: &PlacementOverrides,
+    moved_to: Option<WorkerId>,
     loads: &CandidateLoads,
     key: u64,
 ) -> Option<(WorkerId, PlacementKind)> {
-    if let Some(worker) = overrides.get(key) {
+    if let Some(worker) = moved_to {
         let candidate = ring
             .member_index(worker)
             .is_some_and(|member| loads.in_flight(member).is_some());
@@ -142,19 +184,19 @@ pub(super) fn place_sticky(
 }
 
 /// A chat turn placed by its system prompt's group (`prompt_group`): the conversation's
-/// override if some replica moved it and that worker is a candidate (and, for a first turn,
+/// override (`moved_to`) if some replica moved it and that worker is a candidate (and, for a first turn,
 /// within `accepts`), else the group's worker for it. A later turn passes `accepts` that
 /// takes everyone: where the conversation lives matters more than load.
 pub(super) fn place_in_group(
     ring: &Ring,
-    overrides: &PlacementOverrides,
+    moved_to: Option<WorkerId>,
     loads: &CandidateLoads,
     group: &Grouping,
     key: u64,
     accepts: impl Fn(u32, u64) -> bool,
     written: Option<&[f64]>,
 ) -> Option<(WorkerId, PlacementKind)> {
-    if let Some(worker) = overrides.get(key) {
+    if let Some(worker) = moved_to {
         let fits = ring.member_index(worker).is_some_and(|member| {
             loads
                 .in_flight(member)
@@ -179,6 +221,58 @@ pub(super) fn place_in_group(
         GroupPlacement::Balanced => PlacementKind::GroupBalanced,
     };
     Some((worker, kind))
+}
+
+/// What placing one request reads: where it goes when no cache ties it to a worker.
+pub(super) struct Placing<'a> {
+    pub(super) ring: &'a Ring,
+    pub(super) loads: &'a CandidateLoads,
+    /// The key's placement override, where this request follows one.
+    pub(super) moved_to: Option<WorkerId>,
+    /// The conversation's system prompt's group, if it is placed within one.
+    pub(super) grouping: Option<&'a Grouping>,
+    /// The routing key's (or conversation's) hash; nothing is placed without one.
+    pub(super) key: Option<u64>,
+    /// A later turn of a conversation: no load bound.
+    pub(super) sticky: bool,
+    /// A chat conversation's turn (else a plain prompt, under both bounds).
+    pub(super) conversation: bool,
+    /// The loose in-flight bound of a conversation's opening.
+    pub(super) opening_bound: LoadBound,
+    /// The in-flight bound of anything else.
+    pub(super) bound: LoadBound,
+    pub(super) share: &'a ShareBound,
+    /// Each ring member's relative recent cache writes, where a first turn may balance them.
+    pub(super) balance: Option<&'a [f64]>,
+}
+
+impl Placing<'_> {
+    pub(super) fn place(&self) -> Option<(WorkerId, PlacementKind)> {
+        let key = self.key?;
+        let (ring, loads, moved_to) = (self.ring, self.loads, self.moved_to);
+        if let Some(grouping) = self.grouping {
+            let in_group = if self.sticky {
+                let any = |_, _| true;
+                place_in_group(ring, moved_to, loads, grouping, key, any, None)
+            } else {
+                let bounded = |_, n| self.opening_bound.accepts(n);
+                place_in_group(ring, moved_to, loads, grouping, key, bounded, self.balance)
+            };
+            // No candidate within both bounds: the ring decides, as without a group.
+            return in_group.or_else(|| {
+                let unbounded = ShareBound::unbounded();
+                place(ring, moved_to, loads, self.opening_bound, &unbounded, key)
+            });
+        }
+        if self.sticky {
+            place_sticky(ring, moved_to, loads, key)
+        } else if self.conversation {
+            let unbounded = ShareBound::unbounded();
+            place(ring, moved_to, loads, self.opening_bound, &unbounded, key)
+        } else {
+            place(ring, moved_to, loads, self.bound, self.share, key)
+        }
+    }
 }
 
 /// A system prompt's ranking of the ring's workers and its planned workers.

@@ -2,6 +2,7 @@
 //! the same way by independently built replicas, and followed turn after turn on every replica,
 //! while conversations sharing one system prompt still spread.
 
+use super::conversation::Conversation;
 use super::tests_affinity::{NAMES, fleet, idle_except, replica_with};
 use super::*;
 use crate::{DiscardAffinity, RoutingKeySource};

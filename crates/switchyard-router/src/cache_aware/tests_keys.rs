@@ -1,6 +1,7 @@
 //! Placement by routing key: sessions sharing a system prompt spread, replicas agree, a
 //! session's conversation sticks, both load bounds bite, and migrations follow the key.
 
+use super::conversation::Conversation;
 use super::tests_affinity::{
     NAMES, Recorder, fleet, frozen_clock, idle_except, replica_with, without_share_bound,
 };

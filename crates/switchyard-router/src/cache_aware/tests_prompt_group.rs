@@ -327,3 +327,39 @@ fn where_placements_are_shared_a_first_turn_still_reads_this_replicas_own_counts
         }
     }
 }
+
+#[test]
+fn an_independent_replica_that_missed_the_previous_turn_follows_placement_not_its_own_move() {
+    // Where its prompt's group puts conversation 7, learnt on a replica that routes nothing else.
+    let (probe, _) = replica(200, Arc::new(DiscardAffinity));
+    let (home, _) = routed(&probe, &chat(0, 7, 1), &idle_except(&probe, &[]));
+    let hot: Vec<(&str, u64)> = NAMES
+        .iter()
+        .map(|&name| (name, if name == home { 4 } else { 0 }))
+        .collect();
+    for routes_turn_two in [false, true] {
+        // Two replicas fed at random that share nothing; the opening meets a load view on A
+        // that sends it elsewhere.
+        let (a, _) = replica(0, Arc::new(DiscardAffinity));
+        let (b, _) = replica(50, Arc::new(DiscardAffinity));
+        let (opened_on, decision) = routed(&a, &chat(0, 7, 1), &fleet(&a, &hot));
+        assert_eq!(decision.branch, PROMPT_GROUP_SPILL);
+        assert_ne!(opened_on, home);
+        if routes_turn_two {
+            // A routed the previous turn itself: the conversation stays where A moved it.
+            let (second, decision) = routed(&a, &chat(0, 7, 2), &idle_except(&a, &[]));
+            assert_eq!((&second, decision.branch), (&opened_on, PREFIX_HIT));
+            continue;
+        }
+        // B never saw the opening: the second turn goes where placement says.
+        let (second, _) = routed(&b, &chat(0, 7, 2), &idle_except(&b, &[]));
+        assert_eq!(second, home);
+        // A's tree and its own move still name the opening's worker, but the turn since went
+        // to placement: the third follows it there instead of moving the conversation back.
+        let (third, decision) = routed(&a, &chat(0, 7, 3), &idle_except(&a, &[]));
+        assert_eq!((&third, decision.branch), (&home, PROMPT_GROUP));
+        // And A, which routed that one, keeps the conversation there.
+        let (fourth, decision) = routed(&a, &chat(0, 7, 4), &idle_except(&a, &[]));
+        assert_eq!((&fourth, decision.branch), (&home, PREFIX_HIT));
+    }
+}
