@@ -62,13 +62,11 @@ use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
 use affinity::{AffinityCounters, Deviation};
 use branches::*;
 use choice::Choice;
-
 use escape::{ReportedLoads, later_turn_escape};
 use matching::{best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{Grouping, PlacementKind};
 use prompt_group::{GROUP_PLAN_EVERY, MIN_PLAN_CONVERSATIONS};
-
 use state::AffinityState;
 use std::fmt;
 use std::sync::Arc;

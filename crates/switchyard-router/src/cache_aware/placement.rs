@@ -118,9 +118,9 @@ impl Override {
 
 /// Where a request with routing-key hash `key` goes, or None if no candidate is on the ring
 /// (the caller falls back to least loaded): `moved_to` (the key's placement override, if the
-/// caller follows one) if it fits the bounds, else the ring. A worker takes it while within both the in-flight
-/// bound and the recent-share bound; if no candidate is within both, the in-flight bound
-/// alone decides (it always leaves one).
+/// caller follows one) if it fits the bounds, else the ring. A worker takes it while within
+/// both the in-flight bound and the recent-share bound; if no candidate is within both, the
+/// in-flight bound alone decides (it always leaves one).
 pub(super) fn place(
     ring: &Ring,
     moved_to: Option<WorkerId>,
@@ -184,9 +184,9 @@ pub(super) fn place_sticky(
 }
 
 /// A chat turn placed by its system prompt's group (`prompt_group`): the conversation's
-/// override (`moved_to`) if some replica moved it and that worker is a candidate (and, for a first turn,
-/// within `accepts`), else the group's worker for it. A later turn passes `accepts` that
-/// takes everyone: where the conversation lives matters more than load.
+/// override (`moved_to`) if some replica moved it and that worker is a candidate (and, for a
+/// first turn, within `accepts`), else the group's worker for it. A later turn passes
+/// `accepts` that takes everyone: where the conversation lives matters more than load.
 pub(super) fn place_in_group(
     ring: &Ring,
     moved_to: Option<WorkerId>,
