@@ -320,7 +320,9 @@ impl RoutingPolicy for CacheAwarePolicy {
             share: &share,
             balance,
         };
-        let placed = || placing.place();
+        // Placed at most once: the missed-previous-turn check and the choice below both ask.
+        let placement = std::cell::OnceCell::new();
+        let placed = || *placement.get_or_init(|| placing.place());
         // Where another replica (or this one) last moved this conversation, if still routable.
         let home = moved_to
             .filter(|_| sticky)
@@ -420,10 +422,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             overrides.set(key.hash, worker);
         }
         // A move of its own this replica just gave up on must not take the next turn back.
-        let private = |key: &KeyOf| {
-            overrides.get(key.hash).is_some() && overrides.get_shared(key.hash).is_none()
-        };
-        if let Some(key) = key.filter(|key| missed_previous && private(key)) {
+        if let Some(key) = key.filter(|key| missed_previous && overrides.is_private(key.hash)) {
             overrides.set(key.hash, worker);
         }
         if deviation.is_some() {

@@ -65,6 +65,11 @@ impl PlacementOverrides {
             .map(|entry| entry.worker)
     }
 
+    /// Whether the key's override is one this replica set and did not see come back.
+    pub(super) fn is_private(&self, key: u64) -> bool {
+        self.by_key.get(&key).is_some_and(|entry| !entry.shared)
+    }
+
     /// A move this replica made.
     pub(super) fn set(&mut self, key: u64, worker: WorkerId) {
         self.insert(key, Override::private(worker));
@@ -297,6 +302,15 @@ mod tests {
         assert_eq!(overrides.get(1), None, "the oldest entry went first");
         overrides.forget_worker(WorkerId(20));
         assert_eq!(overrides.len(), 0);
+        // One this replica set is private until an event brings it (back).
+        overrides.set(6, WorkerId(2));
+        assert!(overrides.is_private(6));
+        assert_eq!(overrides.get_shared(6), None);
+        overrides.apply(6, WorkerId(2));
+        assert!(!overrides.is_private(6));
+        assert_eq!(overrides.get_shared(6), Some(WorkerId(2)));
+        overrides.forget_worker(WorkerId(2));
+        assert!(!overrides.is_private(6));
         overrides.set(4, WorkerId(1));
         overrides.set(5, WorkerId(1));
         assert_eq!(
