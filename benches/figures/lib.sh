@@ -3,7 +3,9 @@
 # Every process is started on 127.0.0.1 by these helpers, its pid remembered, and killed
 # (by pid) when the script exits, whatever the reason. Binaries come from
 # target/release (build them with `cargo build --release -p switchyard-gateway -p
-# switchyard-sim`), or from $SWITCHYARD_BIN_DIR when set.
+# switchyard-sim`), or from $SWITCHYARD_BIN_DIR when set. Gateways log at warn, or at
+# $FIG_GATEWAY_LOG when set (a RUST_LOG filter; e.g. switchyard_router=debug logs each
+# replica's prompt group plan), into the work directory (kept with FIG_KEEP_WORK=1).
 
 set -euo pipefail
 
@@ -164,7 +166,7 @@ start_gateway() {
     local name="$1" port="$2" config="$3"
     shift 3
     log_cmd "$GATEWAY_BIN" serve --config "$config" --host 127.0.0.1 --port "$port" "$@"
-    env "${GW_ENV[@]}" SWITCHYARD_ADMIN_API_KEY="$ADMIN_KEY" RUST_LOG=warn "$GATEWAY_BIN" serve \
+    env "${GW_ENV[@]}" SWITCHYARD_ADMIN_API_KEY="$ADMIN_KEY" RUST_LOG="${FIG_GATEWAY_LOG:-warn}" "$GATEWAY_BIN" serve \
         --config "$config" --host 127.0.0.1 --port "$port" "$@" \
         >"$FIG_WORK/$name.log" 2>&1 &
     GW_PID=$!

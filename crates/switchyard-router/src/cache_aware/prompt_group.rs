@@ -17,6 +17,7 @@ use crate::hash::{PrehashedKey, stable_hash_seeded};
 use crate::load::CandidateLoads;
 use crate::ring::Ring;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,6 +121,26 @@ impl GroupPlan {
         }
         self.ring = Some(Arc::clone(ring));
         self.built_at = Some(now);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(plan = %self.describe(ring, shares), "prompt group plan rebuilt");
+        }
+    }
+
+    /// The plan as `prompt share: worker units, …; …`, busiest prompt first, for the logs:
+    /// replicas whose plans differ send a conversation's turns to different workers.
+    fn describe(&self, ring: &Ring, shares: &GroupShares) -> String {
+        let mut groups: Vec<(&u64, &Vec<Slot>)> = self.by_group.iter().collect();
+        groups.sort_unstable_by(|a, b| shares.share(*b.0).total_cmp(&shares.share(*a.0)));
+        let mut out = String::new();
+        for (group, slots) in groups {
+            let _ = write!(out, "{:04x} {:.3}:", group >> 48, shares.share(*group));
+            for &(member, units) in slots {
+                let name = ring.member(member).map_or("?", |m| &m.name);
+                let _ = write!(out, " {name} {units:.2}");
+            }
+            out.push_str("; ");
+        }
+        out
     }
 
     /// Takes `units` of capacity for a prompt ranked `ranked`, in its order: no slot smaller

@@ -191,3 +191,44 @@ fn a_replica_plans_only_once_it_has_met_enough_conversations() {
     eager.refresh(&ring, &alone, 1.0, Duration::ZERO, every, 0);
     assert_eq!(eager.slots(1, &ranking).len(), 4);
 }
+
+#[test]
+fn the_plan_logged_names_each_prompt_busiest_first_with_its_workers_and_units() {
+    let ring = ring(4);
+    let (busy, rare) = (0xabcd_u64 << 48, 0x1234_u64 << 48);
+    let mut shares = GroupShares::new(Duration::from_secs(3600), 4096, 16);
+    for (group, count) in [(rare, 25), (busy, 75)] {
+        for _ in 0..count {
+            shares.record(group, Duration::ZERO);
+        }
+    }
+    let mut plan = GroupPlan::default();
+    plan.refresh(
+        &ring,
+        &shares,
+        1.0,
+        Duration::ZERO,
+        Duration::from_secs(1),
+        0,
+    );
+    let described = plan.describe(&ring, &shares);
+    let parts: Vec<&str> = described.split("; ").filter(|p| !p.is_empty()).collect();
+    assert_eq!(parts.len(), 2, "{described}");
+    for (part, (head, group, expected_units)) in parts
+        .iter()
+        .zip([("abcd 0.750:", busy, 12.0), ("1234 0.250:", rare, 4.0)])
+    {
+        assert!(part.starts_with(head), "{described}");
+        let fields: Vec<&str> = part[head.len()..].split_whitespace().collect();
+        let slots = plan.slots(group, &[]);
+        assert_eq!(fields.len(), 2 * slots.len(), "{described}");
+        let mut logged = 0.0;
+        for (pair, &(member, weight)) in fields.chunks(2).zip(&slots) {
+            assert_eq!(pair[0], &*ring.member(member).unwrap().name);
+            let units: f64 = pair[1].parse().unwrap();
+            assert!((units - weight).abs() < 0.006, "{described}");
+            logged += units;
+        }
+        assert!((logged - expected_units).abs() < 0.02, "{described}");
+    }
+}
