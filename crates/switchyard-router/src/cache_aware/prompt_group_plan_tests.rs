@@ -27,14 +27,20 @@ fn idle(ring: &Ring) -> CandidateLoads {
     CandidateLoads::new(ring, &candidates)
 }
 
-/// A plan built from `counts` (prompt, requests).
-fn plan_of(ring: &Arc<Ring>, counts: &[(u64, f64)]) -> GroupPlan {
+/// Shares counted from `counts` (prompt, requests).
+fn shares_of(counts: &[(u64, f64)]) -> GroupShares {
     let mut shares = GroupShares::new(Duration::from_secs(3600), 4096, 16);
     for &(group, count) in counts {
         for _ in 0..count.round() as u64 {
             shares.record(group, Duration::ZERO);
         }
     }
+    shares
+}
+
+/// A plan built from `counts` (prompt, requests).
+fn plan_of(ring: &Arc<Ring>, counts: &[(u64, f64)]) -> GroupPlan {
+    let shares = shares_of(counts);
     let mut plan = GroupPlan::default();
     plan.refresh(
         ring,
@@ -196,21 +202,8 @@ fn a_replica_plans_only_once_it_has_met_enough_conversations() {
 fn the_plan_logged_names_each_prompt_busiest_first_with_its_workers_and_units() {
     let ring = ring(4);
     let (busy, rare) = (0xabcd_u64 << 48, 0x1234_u64 << 48);
-    let mut shares = GroupShares::new(Duration::from_secs(3600), 4096, 16);
-    for (group, count) in [(rare, 25), (busy, 75)] {
-        for _ in 0..count {
-            shares.record(group, Duration::ZERO);
-        }
-    }
-    let mut plan = GroupPlan::default();
-    plan.refresh(
-        &ring,
-        &shares,
-        1.0,
-        Duration::ZERO,
-        Duration::from_secs(1),
-        0,
-    );
+    let counts = [(rare, 25.0), (busy, 75.0)];
+    let (shares, plan) = (shares_of(&counts), plan_of(&ring, &counts));
     let described = plan.describe(&ring, &shares);
     let parts: Vec<&str> = described.split("; ").filter(|p| !p.is_empty()).collect();
     assert_eq!(parts.len(), 2, "{described}");
