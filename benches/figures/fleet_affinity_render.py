@@ -31,6 +31,24 @@ def cases(meta):
         }
 
 
+def steal_line(all_cases, noisy=10.0):
+    """The hypervisor's steal over the runs, so a reader knows which TTFT ratios compare."""
+    values = []
+    for case in all_cases:
+        try:
+            values.append(float(case["steal"]))
+        except ValueError:
+            pass
+    if not values:
+        return "Hypervisor steal was not measured in these runs."
+    over = sum(1 for v in values if v > noisy)
+    line = (f"Hypervisor steal over the load runs: {min(values):.1f}–{max(values):.1f} % "
+            f"(column `steal %`); {over} of {len(values)} runs above {noisy:.0f} %")
+    if over:
+        line += ", whose TTFT figures are not clean comparisons; hit rates are robust to it"
+    return line + "."
+
+
 def label(case):
     flag = "" if case["flag"] == "default" else f" ({case['flag']})"
     return f"{case['policy']} {case['workload']}{flag}, {case['replicas']} {case['mode']}"
@@ -171,6 +189,8 @@ def render(meta):
             "`steal %` = the hypervisor's steal over the load run as a share of the time the "
             "CPUs were wanted (`/proc/stat`).",
         ),
+        steal_line(all_cases),
+        "",
         "## KV sizing (per seed)",
         "",
         table(["seed", "kv blocks / sim", "working set (blocks)", "working set / fleet KV",

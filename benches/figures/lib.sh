@@ -43,7 +43,7 @@ fig_init() {
     meta started "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     meta host "$(nproc) cores, $(uname -sr)"
     meta loadavg_start "$(cut -d' ' -f1-3 /proc/loadavg)"
-    meta git "tree at HEAD $(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) with $(git -C "$REPO_ROOT" status --porcelain 2>/dev/null | wc -l) uncommitted paths; binaries built $(date -u -r "$GATEWAY_BIN" +%Y-%m-%dT%H:%M:%SZ) (gateway), $(date -u -r "$SIM_BIN" +%Y-%m-%dT%H:%M:%SZ) (sim)"
+    meta git "tree at HEAD $(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) with $(git -C "$REPO_ROOT" status --porcelain 2>/dev/null | wc -l) uncommitted paths; binaries in $BIN_DIR built $(date -u -r "$GATEWAY_BIN" +%Y-%m-%dT%H:%M:%SZ) (gateway), $(date -u -r "$SIM_BIN" +%Y-%m-%dT%H:%M:%SZ) (sim)"
     trap fig_cleanup EXIT
     trap 'exit 130' INT TERM
     echo "[$name] work dir $FIG_WORK" >&2
