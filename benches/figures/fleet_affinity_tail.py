@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""What a fleet_affinity run's TTFT tail is made of, from the load tool's trace (`--trace-out`;
+fleet_affinity.sh keeps it with FIG_KEEP_WORK=1).
+
+The tail is the slowest 1 % of the answered requests (those at or above the run's p99). Each
+is a first turn, a later turn that found at least half its prompt cached (`hit`) or one that
+did not (`miss`); a later turn `moved` when its worker differs from its conversation's
+previous answered turn's (a conversation is its system message plus its first user message,
+as the gateway names an anonymous one). Printed per run: the p99, that split, the tail's
+requests per 10 s of the run and per worker (a burst on one worker shows as a cluster), and
+`hot windows`: half-seconds in which one worker was sent at least HOT requests (default 14,
+about twice its even share at the figures' 60 req/s over 4 workers) or at least 3 misses.
+Slow hits in a cluster point at a queue on a worker; misses spread over the run at
+placement.
+
+Usage: fleet_affinity_tail.py [--hot N] TRACE_JSONL [TRACE_JSONL ...]"""
+
+import json
+import sys
+from collections import Counter, defaultdict
+
+
+def opening(messages):
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    first = next((m["content"] for m in messages if m["role"] == "user"), "")
+    return system, first
+
+
+def classify(sent):
+    """Each answered request with its kind (first / hit / miss) and whether it moved."""
+    conversations = defaultdict(list)
+    for request in sent:
+        conversations[opening(request["messages"])].append(request)
+    answered = []
+    for turns in conversations.values():
+        turns.sort(key=lambda r: r["sent_ms"])
+        previous = None
+        for request in turns:
+            if request.get("worker") is None or request.get("ttft_ms") is None:
+                continue
+            if previous is None:
+                kind, moved = "first", False
+            else:
+                cached = request.get("cached_tokens") or 0
+                kind = "hit" if cached >= 0.5 * max(request.get("prompt_tokens") or 0, 1) else "miss"
+                moved = request["worker"] != previous["worker"]
+            answered.append((request, kind, moved))
+            previous = request
+    return answered
+
+
+def analyse(path, hot):
+    with open(path) as trace:
+        sent = [json.loads(line) for line in trace if line.strip()]
+    if not sent:
+        return f"{path}: empty trace"
+    start = min(r["sent_ms"] for r in sent)
+    answered = classify(sent)
+    if not answered:
+        return f"{path}: no answered request"
+    answered.sort(key=lambda item: -item[0]["ttft_ms"])
+    tail = answered[: max(1, len(answered) // 100)]
+    kinds = Counter(kind for _, kind, _ in tail)
+    moved = sum(1 for _, _, m in tail if m)
+    by_window = Counter(int((r["sent_ms"] - start) / 10_000) * 10 for r, _, _ in tail)
+    by_worker = Counter(r["worker"] for r, _, _ in tail)
+    sends, misses = Counter(), Counter()
+    for request, kind, _ in answered:
+        window = (int((request["sent_ms"] - start) / 500), request["worker"])
+        sends[window] += 1
+        misses[window] += kind == "miss"
+    crowded = sum(1 for count in sends.values() if count >= hot)
+    missing = sum(1 for count in misses.values() if count >= 3)
+    return "\n".join(
+        [
+            f"{path.split('/')[-1]}: p99 {tail[-1][0]['ttft_ms']:.1f} ms over {len(answered)} answered",
+            f"  slowest {len(tail)}: first {kinds['first']}, later hit {kinds['hit']}, "
+            f"later miss {kinds['miss']} ({moved} moved)",
+            "  per 10 s: " + " ".join(f"{w}s:{n}" for w, n in sorted(by_window.items())),
+            "  per worker: " + " ".join(f"{w}:{n}" for w, n in sorted(by_worker.items())),
+            f"  hot windows: {crowded} with >= {hot} sends to one worker, {missing} with >= 3 misses",
+        ]
+    )
+
+
+def main(argv):
+    hot = 14
+    if len(argv) >= 2 and argv[0] == "--hot":
+        hot = int(argv[1])
+        argv = argv[2:]
+    if not argv:
+        print(__doc__)
+        return 2
+    for path in argv:
+        print(analyse(path, hot))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
