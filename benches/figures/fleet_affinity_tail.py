@@ -17,13 +17,13 @@ Usage: fleet_affinity_tail.py [--hot N] TRACE_JSONL [TRACE_JSONL ...]"""
 
 import json
 import sys
-from collections import Counter, defaultdict
 
+sys.dont_write_bytecode = True
+from collections import Counter, defaultdict  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-def opening(messages):
-    system = next((m["content"] for m in messages if m["role"] == "system"), "")
-    first = next((m["content"] for m in messages if m["role"] == "user"), "")
-    return system, first
+sys.path.insert(0, str(Path(__file__).parent))
+from fleet_affinity_moves import opening  # noqa: E402
 
 
 def classify(sent):
