@@ -11,9 +11,11 @@ requests per 10 s of the run and per worker (a burst on one worker shows as a cl
 `hot windows`: half-seconds in which one worker was sent at least HOT requests (default 14,
 about twice its even share at the figures' 60 req/s over 4 workers) or at least 3 misses.
 Slow hits in a cluster point at a queue on a worker; misses spread over the run at
-placement.
+placement. With --windows, per 10 s of the run and per worker: the requests sent, the
+prompt tokens the worker had not cached (thousands), and the tail's requests, which tells a
+worker that was sent more than its share (a queue) from one that missed more (placement).
 
-Usage: fleet_affinity_tail.py [--hot N] TRACE_JSONL [TRACE_JSONL ...]"""
+Usage: fleet_affinity_tail.py [--hot N] [--windows] TRACE_JSONL [TRACE_JSONL ...]"""
 
 import json
 import sys
@@ -49,7 +51,7 @@ def classify(sent):
     return answered
 
 
-def analyse(path, hot):
+def analyse(path, hot, per_window=False):
     with open(path) as trace:
         sent = [json.loads(line) for line in trace if line.strip()]
     if not sent:
@@ -80,19 +82,48 @@ def analyse(path, hot):
             "  per worker: " + " ".join(f"{w}:{n}" for w, n in sorted(by_worker.items())),
             f"  hot windows: {crowded} with >= {hot} sends to one worker, {missing} with >= 3 misses",
         ]
+        + (windows_by_worker(answered, tail, start) if per_window else [])
     )
 
 
+def windows_by_worker(answered, tail, start):
+    """Per 10 s and worker: requests sent, uncached prompt ktokens, requests in the tail."""
+    workers = sorted({r["worker"] for r, _, _ in answered})
+    slowest = {id(r) for r, _, _ in tail}
+    sends, uncached, slow = Counter(), Counter(), Counter()
+    for request, _, _ in answered:
+        key = (int((request["sent_ms"] - start) / 10_000) * 10, request["worker"])
+        sends[key] += 1
+        prompt = request.get("prompt_tokens") or 0
+        uncached[key] += max(prompt - (request.get("cached_tokens") or 0), 0)
+        slow[key] += id(request) in slowest
+    lines = ["  per 10 s, " + " / ".join(workers) + ": sends | uncached ktok | in the tail"]
+    for window in sorted({w for w, _ in sends}):
+        row = [sends[(window, w)] for w in workers]
+        thousands = [uncached[(window, w)] / 1000 for w in workers]
+        tail_row = [slow[(window, w)] for w in workers]
+        lines.append(
+            f"  {window:3d}s  " + " ".join(f"{n:4d}" for n in row)
+            + " | " + " ".join(f"{k:4.0f}" for k in thousands)
+            + " | " + " ".join(f"{n:2d}" for n in tail_row)
+        )
+    return lines
+
+
 def main(argv):
-    hot = 14
-    if len(argv) >= 2 and argv[0] == "--hot":
-        hot = int(argv[1])
-        argv = argv[2:]
+    hot, per_window = 14, False
+    while argv and argv[0] in ("--hot", "--windows"):
+        if argv[0] == "--windows":
+            per_window, argv = True, argv[1:]
+        elif len(argv) >= 2:
+            hot, argv = int(argv[1]), argv[2:]
+        else:
+            argv = []
     if not argv:
         print(__doc__)
         return 2
     for path in argv:
-        print(analyse(path, hot))
+        print(analyse(path, hot, per_window))
     return 0
 
 
