@@ -14,9 +14,13 @@ Slow hits in a cluster point at a queue on a worker; misses spread over the run 
 placement. With --windows, per 10 s of the run and per worker: the requests sent, the
 prompt tokens the worker had not cached (thousands), and the tail's requests, which tells a
 worker that was sent more than its share (a queue) from one that missed more (placement).
+`full batch` counts the requests sent while their worker already had at least BATCH (default
+8, the sims' batch size) of the run's requests in flight, so the request waited for a slot:
+all of them, by kind, and those in the tail.
 
-Usage: fleet_affinity_tail.py [--hot N] [--windows] TRACE_JSONL [TRACE_JSONL ...]"""
+Usage: fleet_affinity_tail.py [--hot N] [--batch N] [--windows] TRACE_JSONL [TRACE_JSONL ...]"""
 
+import bisect
 import json
 import sys
 
@@ -51,7 +55,28 @@ def classify(sent):
     return answered
 
 
-def analyse(path, hot, per_window=False):
+def onto_full_batch(answered, batch):
+    """The ids of the answered requests sent while their worker had >= batch in flight."""
+    spans = {}
+    for request, _, _ in answered:
+        starts, ends = spans.setdefault(request["worker"], ([], []))
+        starts.append(request["sent_ms"])
+        ends.append(request["sent_ms"] + (request.get("e2e_ms") or request["ttft_ms"]))
+    for starts, ends in spans.values():
+        starts.sort()
+        ends.sort()
+    full = set()
+    for request, _, _ in answered:
+        starts, ends = spans[request["worker"]]
+        at = request["sent_ms"]
+        # Started before this one and not yet finished: in flight when it was sent.
+        in_flight = bisect.bisect_left(starts, at) - bisect.bisect_right(ends, at)
+        if in_flight >= batch:
+            full.add(id(request))
+    return full
+
+
+def analyse(path, hot, per_window=False, batch=8):
     with open(path) as trace:
         sent = [json.loads(line) for line in trace if line.strip()]
     if not sent:
@@ -71,6 +96,9 @@ def analyse(path, hot, per_window=False):
         window = (int((request["sent_ms"] - start) / 500), request["worker"])
         sends[window] += 1
         misses[window] += kind == "miss"
+    full = onto_full_batch(answered, batch)
+    full_kinds = Counter(kind for r, kind, _ in answered if id(r) in full)
+    full_tail = sum(1 for r, _, _ in tail if id(r) in full)
     crowded = sum(1 for count in sends.values() if count >= hot)
     missing = sum(1 for count in misses.values() if count >= 3)
     return "\n".join(
@@ -81,6 +109,8 @@ def analyse(path, hot, per_window=False):
             "  per 10 s: " + " ".join(f"{w}s:{n}" for w, n in sorted(by_window.items())),
             "  per worker: " + " ".join(f"{w}:{n}" for w, n in sorted(by_worker.items())),
             f"  hot windows: {crowded} with >= {hot} sends to one worker, {missing} with >= 3 misses",
+            f"  full batch (>= {batch} in flight at send): {len(full)} sent, first {full_kinds['first']}, "
+            f"later {full_kinds['hit'] + full_kinds['miss']}; {full_tail} of the slowest {len(tail)}",
         ]
         + (windows_by_worker(answered, tail, start) if per_window else [])
     )
@@ -111,19 +141,21 @@ def windows_by_worker(answered, tail, start):
 
 
 def main(argv):
-    hot, per_window = 14, False
-    while argv and argv[0] in ("--hot", "--windows"):
+    hot, batch, per_window = 14, 8, False
+    while argv and argv[0] in ("--hot", "--batch", "--windows"):
         if argv[0] == "--windows":
             per_window, argv = True, argv[1:]
-        elif len(argv) >= 2:
+        elif len(argv) >= 2 and argv[0] == "--hot":
             hot, argv = int(argv[1]), argv[2:]
+        elif len(argv) >= 2:
+            batch, argv = int(argv[1]), argv[2:]
         else:
             argv = []
     if not argv:
         print(__doc__)
         return 2
     for path in argv:
-        print(analyse(path, hot, per_window))
+        print(analyse(path, hot, per_window, batch))
     return 0
 
 
