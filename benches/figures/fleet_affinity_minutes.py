@@ -12,17 +12,13 @@ request that got no answer counts in `unanswered`.
 Usage: fleet_affinity_minutes.py [--window SECONDS] BASELINE_TRACE TRACE [TRACE ...]"""
 
 import json
-import math
 import sys
-from pathlib import Path
 
+sys.dont_write_bytecode = True
+from pathlib import Path  # noqa: E402
 
-def p99(values):
-    """The nearest-rank 99th percentile (None for no values)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+sys.path.insert(0, str(Path(__file__).parent))
+from fleet_affinity_trace import quantile  # noqa: E402
 
 
 def windows(path, window_ms):
@@ -70,12 +66,12 @@ def main(argv):
         for index in sorted(run):
             answered, unanswered, prompt, cached, ttfts = run[index]
             hit = cached / prompt if prompt else None
-            tail = p99(ttfts)
+            tail = quantile(ttfts, 0.99)
             base_hit, base_tail = None, None
             if index in base:
                 _, _, b_prompt, b_cached, b_ttfts = base[index]
                 base_hit = b_cached / b_prompt if b_prompt else None
-                base_tail = p99(b_ttfts)
+                base_tail = quantile(b_ttfts, 0.99)
             print(
                 f"  {index * window_s:6g}  {answered:8d}  {unanswered:10d}  "
                 f"{hit if hit is not None else float('nan'):.3f}  "
