@@ -108,6 +108,12 @@ impl<A: NodeApi> LocalProcessCluster<A> {
         })
     }
 
+    /// Why partitions cannot be applied here (no namespaces, or no usable iptables in one),
+    /// if they cannot: a caller that needs them skips before starting the nodes.
+    pub fn partition_support(&self) -> Result<(), String> {
+        self.partitions.clone()
+    }
+
     /// The simulated workers the nodes route to.
     pub fn workers(&self) -> &[WorkerInfo] {
         self.workers.infos()
