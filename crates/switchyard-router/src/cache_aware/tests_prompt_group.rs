@@ -363,3 +363,45 @@ fn an_independent_replica_that_missed_the_previous_turn_follows_placement_not_it
         assert_eq!((&fourth, decision.branch), (&home, PREFIX_HIT));
     }
 }
+
+#[test]
+fn before_they_plan_replicas_fed_at_random_spread_each_prompt_over_two_workers_alike() {
+    // Fed every turn, a replica keeps each prompt on its first worker until it plans.
+    let (whole, whole_clock) = replica(200, Arc::new(DiscardAffinity));
+    let mut on_whole = BTreeSet::new();
+    for n in 0..24 {
+        whole_clock.advance(Duration::from_millis(50));
+        for turns in 1..=2 {
+            let (worker, _) = routed(&whole, &chat(0, n, turns), &idle_except(&whole, &[]));
+            on_whole.insert(worker);
+        }
+    }
+    assert_eq!(on_whole.len(), 1, "{on_whole:?}");
+    // Two replicas fed at random: each opening on one, its second turn on the other.
+    let (a, clock_a) = replica(0, Arc::new(DiscardAffinity));
+    let (b, clock_b) = replica(50, Arc::new(DiscardAffinity));
+    let mut opened_on = BTreeSet::new();
+    for n in 0..24 {
+        for clock in [&clock_a, &clock_b] {
+            clock.advance(Duration::from_millis(50));
+        }
+        let (first, second) = if n % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let (opening, decision) = routed(first, &chat(0, n, 1), &idle_except(first, &[]));
+        let (next, _) = routed(second, &chat(0, n, 2), &idle_except(second, &[]));
+        if n == 0 {
+            // Nothing yet says the replicas share conversations.
+            assert_eq!(Some(&opening), on_whole.first());
+        }
+        if n >= 12 {
+            // Both know by now: the second turn finds the opening's worker from the request.
+            assert_eq!(decision.branch, PROMPT_GROUP, "{n}");
+            assert_eq!(next, opening, "{n}");
+            opened_on.insert(opening);
+        }
+    }
+    assert_eq!(opened_on.len(), 2, "{opened_on:?}");
+    assert!(
+        opened_on.contains(on_whole.first().unwrap()),
+        "{opened_on:?}"
+    );
+}
