@@ -265,12 +265,7 @@ impl RoutingPolicy for CacheAwarePolicy {
                     GROUP_PLAN_EVERY,
                     if follows { 0 } else { MIN_PLAN_CONVERSATIONS },
                 );
-                // Until it plans, a replica that knows others route the conversations it
-                // meets spreads each prompt a little, as they all do.
-                let slots = Some(&ranking)
-                    .filter(|_| openings.shares_conversations(now))
-                    .and_then(|ranking| plan.warm_up_spread(ranking))
-                    .unwrap_or_else(|| plan.slots(group, &ranking));
+                let slots = plan.slots(group, &ranking);
                 Some(Grouping { ranking, slots })
             }
             _ => None,

@@ -22,10 +22,6 @@ const MIN_MET: f64 = 32.0;
 /// The share of conversations met at their opening above which this replica routes its
 /// conversations whole. One of two replicas fed at random meets about half there.
 const ROUTES_WHOLE: f64 = 0.9;
-/// (Decayed) conversations met at a later turn from which a replica below `ROUTES_WHOLE`
-/// knows their openings were routed elsewhere: a replica fed every turn meets none, save
-/// those in progress when it started.
-const MIN_MET_LATER: f64 = 3.0;
 
 #[derive(Debug)]
 pub(super) struct OpeningsSeen {
@@ -57,15 +53,6 @@ impl OpeningsSeen {
     pub(super) fn routes_whole(&self, now: Duration) -> bool {
         self.at_opening_per_met.base(now) >= MIN_MET && self.share() >= ROUTES_WHOLE
     }
-
-    /// Whether this replica already knows that other replicas route conversations it meets:
-    /// it met a few at a later turn, and not nearly all at their opening. Unlike
-    /// `routes_whole`, it needs only a handful of conversations to say so.
-    pub(super) fn shares_conversations(&self, now: Duration) -> bool {
-        let met = self.at_opening_per_met.base(now);
-        let met_later = met * (1.0 - self.share());
-        met_later >= MIN_MET_LATER && self.share() < ROUTES_WHOLE
-    }
 }
 
 #[cfg(test)]
@@ -96,36 +83,6 @@ mod tests {
         assert!(seen.routes_whole(secs(60.0)));
         // Idle for ten minutes: what it met then no longer counts.
         assert!(!seen.routes_whole(secs(660.0)));
-    }
-
-    #[test]
-    fn a_few_conversations_met_at_a_later_turn_say_the_fleet_shares_them() {
-        // Fed every turn: never, however many it met.
-        let mut whole = OpeningsSeen::starting_at(Duration::ZERO);
-        assert!(!whole.shares_conversations(Duration::ZERO));
-        meet(&mut whole, 0, 120, 1);
-        assert!(!whole.shares_conversations(secs(120.0)));
-        // One of three fed at random: from the third conversation met at a later turn.
-        let mut third = OpeningsSeen::starting_at(Duration::ZERO);
-        meet(&mut third, 0, 4, 3);
-        assert!(!third.shares_conversations(secs(4.0)), "two met later");
-        meet(&mut third, 4, 2, 3);
-        assert!(third.shares_conversations(secs(5.0)), "four met later");
-        // Long idle: the three no longer count.
-        assert!(!third.shares_conversations(secs(300.0)));
-        // A replica fed every turn that met a few in progress when it started, then many
-        // new ones: not once nine in ten it met were at their opening.
-        let mut restarted = OpeningsSeen::starting_at(Duration::ZERO);
-        for s in 0..4 {
-            restarted.met(false, secs(f64::from(s)));
-        }
-        assert!(restarted.shares_conversations(secs(4.0)));
-        meet(&mut restarted, 4, 40, 1);
-        assert!(
-            !restarted.shares_conversations(secs(44.0)),
-            "{}",
-            restarted.share()
-        );
     }
 
     #[test]

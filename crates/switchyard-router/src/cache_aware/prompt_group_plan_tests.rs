@@ -199,46 +199,6 @@ fn a_replica_plans_only_once_it_has_met_enough_conversations() {
 }
 
 #[test]
-fn before_the_plan_a_warm_up_spread_draws_each_conversation_between_the_prompts_first_two() {
-    let ring = ring(4);
-    let ranking = ranking(&ring, 1);
-    let mut shares = GroupShares::new(Duration::from_secs(3600), 4096, 64);
-    let mut plan = GroupPlan::default();
-    let every = Duration::from_secs(1);
-    shares.observe(1, 0, 1, Duration::ZERO);
-    plan.refresh(&ring, &shares, 1.0, Duration::ZERO, every, 3);
-    let spread = plan.warm_up_spread(&ranking).expect("not planned yet");
-    assert_eq!(spread, vec![(ranking[0], 1.0), (ranking[1], 1.0)]);
-    assert_eq!(plan.warm_up_spread(&[]), None, "no worker to spread over");
-    // About half the conversations on each, every one drawn by name alone.
-    let idle = idle(&ring);
-    let mut taken = [0u32; 4];
-    for conversation in 0..400u64 {
-        let (worker, how) = place(
-            &ring,
-            &idle,
-            &spread,
-            &ranking,
-            conversation,
-            |_, _| true,
-            None,
-        )
-        .expect("a candidate");
-        assert_eq!(how, GroupPlacement::Preferred);
-        taken[ring.member_index(worker).unwrap() as usize] += 1;
-    }
-    let (first, second) = (taken[ranking[0] as usize], taken[ranking[1] as usize]);
-    assert_eq!(first + second, 400, "{taken:?}");
-    assert!((150..=250).contains(&first), "{taken:?}");
-    // Planned: the plan's slots, no warm-up.
-    for conversation in 1..3 {
-        shares.observe(1, conversation, 1, Duration::ZERO);
-    }
-    plan.refresh(&ring, &shares, 1.0, Duration::ZERO, every, 3);
-    assert_eq!(plan.warm_up_spread(&ranking), None);
-}
-
-#[test]
 fn the_plan_logged_names_each_prompt_busiest_first_with_its_workers_and_units() {
     let ring = ring(4);
     let (busy, rare) = (0xabcd_u64 << 48, 0x1234_u64 << 48);
