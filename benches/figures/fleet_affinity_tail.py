@@ -14,7 +14,9 @@ Slow hits in a cluster point at a queue on a worker; misses spread over the run 
 placement. With --windows, per 10 s of the run and per worker: the requests sent, the
 prompt tokens the worker had not cached (thousands), and the tail's requests, which tells a
 worker that was sent more than its share (a queue) from one that missed more (placement).
-`full batch` counts the requests sent while their worker already had at least BATCH (default
+`first 10 s` gives the requests each worker was sent in the run's first 10 s, before the
+replicas plan their prompts' groups, and the busiest's over the mean (a warm-up pile shows as
+well over 1 whatever the host's steal). `full batch` counts the requests sent while their worker already had at least BATCH (default
 8, the sims' batch size) of the run's requests in flight, so the request waited for a slot:
 all of them, by kind, and those in the tail.
 
@@ -100,6 +102,10 @@ def analyse(path, hot, per_window=False, batch=8):
     full_kinds = Counter(kind for r, kind, _ in answered if id(r) in full)
     full_tail = sum(1 for r, _, _ in tail if id(r) in full)
     crowded = sum(1 for count in sends.values() if count >= hot)
+    workers = sorted({r["worker"] for r, _, _ in answered})
+    opening_sends = Counter(r["worker"] for r, _, _ in answered if r["sent_ms"] - start < 10_000)
+    opening_row = [opening_sends[w] for w in workers]
+    opening_mean = sum(opening_row) / max(len(opening_row), 1)
     missing = sum(1 for count in misses.values() if count >= 3)
     return "\n".join(
         [
@@ -109,6 +115,8 @@ def analyse(path, hot, per_window=False, batch=8):
             "  per 10 s: " + " ".join(f"{w}s:{n}" for w, n in sorted(by_window.items())),
             "  per worker: " + " ".join(f"{w}:{n}" for w, n in sorted(by_worker.items())),
             f"  hot windows: {crowded} with >= {hot} sends to one worker, {missing} with >= 3 misses",
+            "  first 10 s: sent " + " ".join(f"{w}:{n}" for w, n in zip(workers, opening_row))
+            + f", busiest / mean {max(opening_row, default=0) / max(opening_mean, 1e-9):.2f}",
             f"  full batch (>= {batch} in flight at send): {len(full)} sent, first {full_kinds['first']}, "
             f"later {full_kinds['hit'] + full_kinds['miss']}; {full_tail} of the slowest {len(tail)}",
         ]
