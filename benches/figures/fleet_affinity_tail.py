@@ -16,9 +16,9 @@ prompt tokens the worker had not cached (thousands), and the tail's requests, wh
 worker that was sent more than its share (a queue) from one that missed more (placement).
 `first 10 s` gives the requests each worker was sent in the run's first 10 s, before the
 replicas plan their prompts' groups, and the busiest's over the mean (a warm-up pile shows as
-well over 1 whatever the host's steal). `full batch` counts the requests sent while their worker already had at least BATCH (default
-8, the sims' batch size) of the run's requests in flight, so the request waited for a slot:
-all of them, by kind, and those in the tail.
+well over 1 whatever the host's steal). `full batch` counts the requests sent while their
+worker already had at least BATCH (default 8, the sims' batch size) of the run's requests in
+flight, so the request waited for a slot: all of them, by kind, and those in the tail.
 
 Usage: fleet_affinity_tail.py [--hot N] [--batch N] [--windows] TRACE_JSONL [TRACE_JSONL ...]"""
 
