@@ -7,8 +7,12 @@ anonymous one). A later turn *moved* when its worker differs from the previous a
 turn's. Printed: moves per 10 s of the run against the later turns sent in that window (a
 cold start shows as a falling share), moves split by whether the replica that took the turn
 had carried an earlier turn of the conversation (`seen`: its own prefix tree held the
-conversation) or not (`unseen`: it placed the turn from its prompt-group plan alone), and
-TTFT p50/p99 of moved and staying turns, with the run's p99 with and without the moved turns.
+conversation) or not (`unseen`: it placed the turn from its prompt-group plan alone), moves
+back (`seen_to_own_last_worker`: to where the replica itself had sent its last turn of the
+conversation, which another replica had since sent elsewhere; `to_a_worker_that_served_it`:
+to any worker that served an earlier turn: a conversation going back and forth between
+replicas whose plans disagree), and TTFT p50/p99 of moved and staying turns, with the run's
+p99 with and without the moved turns.
 
 Usage: fleet_affinity_moves.py TRACE_JSONL [TRACE_JSONL ...]"""
 
@@ -38,11 +42,11 @@ def analyse(path):
     for request in sent:
         conversations[opening(request["messages"])].append(request)
     later, moved = Counter(), Counter()
-    by_knowledge = Counter()
+    by_knowledge, returns = Counter(), Counter()
     ttft_moved, ttft_stayed, ttft_all, ttft_unmoved = [], [], [], []
     for turns in conversations.values():
         turns.sort(key=lambda r: r["sent_ms"])
-        seen_by, previous = set(), None
+        own_last, served, previous = {}, set(), None
         for request in turns:
             ttft = request.get("ttft_ms")
             moved_turn = False
@@ -59,12 +63,18 @@ def analyse(path):
                 later[window] += 1
                 if moved_turn:
                     moved[window] += 1
-                    by_knowledge["seen" if request["target"] in seen_by else "unseen"] += 1
+                    seen = request["target"] in own_last
+                    by_knowledge["seen" if seen else "unseen"] += 1
+                    if seen and own_last[request["target"]] == request["worker"]:
+                        returns["seen_to_own_last_worker"] += 1
+                    if request["worker"] in served:
+                        returns["to_a_worker_that_served_it"] += 1
                     if ttft is not None:
                         ttft_moved.append(ttft)
                 elif ttft is not None:
                     ttft_stayed.append(ttft)
-            seen_by.add(request["target"])
+            own_last[request["target"]] = request["worker"]
+            served.add(request["worker"])
             previous = request
     return {
         "trace": path,
@@ -76,6 +86,7 @@ def analyse(path):
             for window in sorted(later)
         ],
         "moved_by_replica_knowledge": dict(by_knowledge),
+        "moved_back": dict(returns),
         "ttft_ms_moved_p50_p99": [quantile(ttft_moved, 0.5), quantile(ttft_moved, 0.99)],
         "ttft_ms_stayed_p50_p99": [quantile(ttft_stayed, 0.5), quantile(ttft_stayed, 0.99)],
         "ttft_ms_p99_all_vs_without_moved": [
