@@ -16,11 +16,18 @@ prompt tokens the worker had not cached (thousands), and the tail's requests, wh
 worker that was sent more than its share (a queue) from one that missed more (placement).
 `first 10 s` gives the requests each worker was sent in the run's first 10 s, before the
 replicas plan their prompts' groups, and the busiest's over the mean (a warm-up pile shows as
-well over 1 whatever the host's steal). `full batch` counts the requests sent while their
+well over 1 whatever the host's steal), then the p99 of the requests sent in that first 10 s
+and of those sent after it (a run whose tail is its warm-up has a p99 from 10 s on near one
+replica's). `full batch` counts the requests sent while their
 worker already had at least BATCH (default 8, the sims' batch size) of the run's requests in
 flight, so the request waited for a slot: all of them, by kind, and those in the tail.
 
-Usage: fleet_affinity_tail.py [--hot N] [--batch N] [--windows] TRACE_JSONL [TRACE_JSONL ...]"""
+With --pooled, one line over all the traces given (a case's runs over several seeds): the p99
+of all their answered requests, of those sent in each run's first 10 s and of those sent
+after, the same figures the per-run lines give, so an arm's pooled tail can be split into
+its warm-up and the rest.
+
+Usage: fleet_affinity_tail.py [--hot N] [--batch N] [--windows | --pooled] TRACE_JSONL [...]"""
 
 import bisect
 import json
@@ -107,6 +114,8 @@ def analyse(path, hot, per_window=False, batch=8):
     opening_row = [opening_sends[w] for w in workers]
     opening_mean = sum(opening_row) / max(len(opening_row), 1)
     missing = sum(1 for count in misses.values() if count >= 3)
+    early = [r["ttft_ms"] for r, _, _ in answered if r["sent_ms"] - start < 10_000]
+    later = [r["ttft_ms"] for r, _, _ in answered if r["sent_ms"] - start >= 10_000]
     return "\n".join(
         [
             f"{path.split('/')[-1]}: p99 {tail[-1][0]['ttft_ms']:.1f} ms over {len(answered)} answered",
@@ -117,11 +126,20 @@ def analyse(path, hot, per_window=False, batch=8):
             f"  hot windows: {crowded} with >= {hot} sends to one worker, {missing} with >= 3 misses",
             "  first 10 s: sent " + " ".join(f"{w}:{n}" for w, n in zip(workers, opening_row))
             + f", busiest / mean {max(opening_row, default=0) / max(opening_mean, 1e-9):.2f}",
+            f"  p99 of the requests sent in the first 10 s {p99(early)}, from 10 s on {p99(later)}",
             f"  full batch (>= {batch} in flight at send): {len(full)} sent, first {full_kinds['first']}, "
             f"later {full_kinds['hit'] + full_kinds['miss']}; {full_tail} of the slowest {len(tail)}",
         ]
         + (windows_by_worker(answered, tail, start) if per_window else [])
     )
+
+
+def p99(values):
+    """The p99 of `values` (ms) as text, the same rank rule as the run's: the slowest 1 %."""
+    if not values:
+        return "-"
+    ordered = sorted(values, reverse=True)
+    return f"{ordered[max(1, len(ordered) // 100) - 1]:.1f} ms"
 
 
 def windows_by_worker(answered, tail, start):
@@ -148,11 +166,31 @@ def windows_by_worker(answered, tail, start):
     return lines
 
 
+def pooled(paths):
+    """The p99 over every answered request of `paths`, all, first 10 s and after."""
+    every, early, later = [], [], []
+    for path in paths:
+        with open(path) as trace:
+            sent = [json.loads(line) for line in trace if line.strip()]
+        if not sent:
+            continue
+        start = min(r["sent_ms"] for r in sent)
+        for request, _, _ in classify(sent):
+            every.append(request["ttft_ms"])
+            (early if request["sent_ms"] - start < 10_000 else later).append(request["ttft_ms"])
+    return (
+        f"pooled over {len(paths)} runs, {len(every)} answered: p99 {p99(every)}; "
+        f"sent in the first 10 s {p99(early)}, from 10 s on {p99(later)}"
+    )
+
+
 def main(argv):
-    hot, batch, per_window = 14, 8, False
-    while argv and argv[0] in ("--hot", "--batch", "--windows"):
+    hot, batch, per_window, pool = 14, 8, False, False
+    while argv and argv[0] in ("--hot", "--batch", "--windows", "--pooled"):
         if argv[0] == "--windows":
             per_window, argv = True, argv[1:]
+        elif argv[0] == "--pooled":
+            pool, argv = True, argv[1:]
         elif len(argv) >= 2 and argv[0] == "--hot":
             hot, argv = int(argv[1]), argv[2:]
         elif len(argv) >= 2:
@@ -162,6 +200,9 @@ def main(argv):
     if not argv:
         print(__doc__)
         return 2
+    if pool:
+        print(pooled(argv))
+        return 0
     for path in argv:
         print(analyse(path, hot, per_window, batch))
     return 0

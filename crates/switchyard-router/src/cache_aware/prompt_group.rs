@@ -76,8 +76,7 @@ impl GroupPlan {
     /// replica and from the shares a moment later, and where a conversation's later turns do
     /// not follow its opening (replicas fed at random that do not share placements), those
     /// of a conversation opened on such a plan go elsewhere on the replicas that did not open
-    /// it, and back on the one that did. The first worker of a prompt's ranking is where the
-    /// settled plan puts most of its conversations.
+    /// it, and back on the one that did.
     pub(super) fn refresh(
         &mut self,
         ring: &Arc<Ring>,
@@ -196,9 +195,16 @@ impl GroupPlan {
 }
 
 /// Conversations a replica meets before it plans, where later turns may not follow their
-/// opening (see `GroupPlan::refresh`): as many as it needs to tell whether they do (see
-/// `openings`). Longer keeps the warm-up plan, every prompt on one worker, on a skewed load.
-pub(super) const MIN_PLAN_CONVERSATIONS: usize = 32;
+/// opening (see `GroupPlan::refresh`): enough that the busiest prompts stand out from the
+/// rest, few enough that the warm-up ends within the fleet's first second. Until then every
+/// prompt takes its ranking's first worker, and where the busiest prompt's first worker is
+/// also the first of several smaller prompts (whose share the settled plan leaves there,
+/// sending the busiest elsewhere), a fleet that opens many conversations at once sends most
+/// of its traffic to that one worker; one of five replicas fed at random took about three
+/// seconds to meet 32 conversations, long enough for that worker's queue to make the fleet's
+/// slowest turns of the minute. Plans from a few conversations differ more between replicas,
+/// which moves a few more later turns.
+pub(super) const MIN_PLAN_CONVERSATIONS: usize = 8;
 /// The plan's unit: a quarter of a worker's even share.
 const UNITS_PER_WORKER: f64 = 4.0;
 /// The smallest part of a prompt's traffic worth another worker (see `GroupPlan`).

@@ -1,8 +1,9 @@
 //! Conversations placed within their system prompt's group of workers: every replica fed the
 //! same requests and load view decides alike, a popular prompt spreads over several workers
 //! while a rare one keeps one, later turns follow the conversation on a replica that never
-//! saw it, a first turn over the load bound spills down the prompt's ranking and says so, and
-//! where replicas share their placements that bound reads the fleet's load.
+//! saw it, a first turn over the load bound spills down the prompt's ranking and says so,
+//! where replicas share their placements that bound reads the fleet's load, and a fresh
+//! replica plans after a few conversations.
 
 use super::tests_affinity::{NAMES, Recorder, fleet, idle_except};
 use super::*;
@@ -362,4 +363,27 @@ fn an_independent_replica_that_missed_the_previous_turn_follows_placement_not_it
         let (fourth, decision) = routed(&a, &chat(0, 7, 4), &idle_except(&a, &[]));
         assert_eq!((&fourth, decision.branch), (&home, PREFIX_HIT));
     }
+}
+
+#[test]
+fn a_fresh_replica_plans_after_a_few_conversations_so_an_opening_burst_spreads() {
+    // A replica that cannot yet tell whether it routes whole waits for the plan; the burst
+    // of openings of one busy prompt meanwhile all takes that prompt's first worker.
+    let (policy, clock) = replica(0, Arc::new(DiscardAffinity));
+    let mut warm_up = BTreeSet::new();
+    let mut first_sixteen = BTreeSet::new();
+    for n in 0..16 {
+        // All within the fleet's first second, every conversation of the busy prompt.
+        clock.advance(Duration::from_millis(20));
+        let (worker, decision) = routed(&policy, &chat(0, n, 1), &idle_except(&policy, &[]));
+        assert_eq!(decision.branch, PROMPT_GROUP, "{n}");
+        if n + 1 < prompt_group::MIN_PLAN_CONVERSATIONS {
+            warm_up.insert(worker.clone());
+        }
+        first_sixteen.insert(worker);
+    }
+    assert_eq!(warm_up.len(), 1, "{warm_up:?}");
+    // Planned, the one prompt carrying every turn takes every worker, and it is planned
+    // early in the burst: a warm-up of 32 conversations kept all sixteen on one worker.
+    assert!(first_sixteen.len() >= 3, "{first_sixteen:?}");
 }
