@@ -114,8 +114,7 @@ def analyse(path, hot, per_window=False, batch=8):
     opening_row = [opening_sends[w] for w in workers]
     opening_mean = sum(opening_row) / max(len(opening_row), 1)
     missing = sum(1 for count in misses.values() if count >= 3)
-    early = [r["ttft_ms"] for r, _, _ in answered if r["sent_ms"] - start < 10_000]
-    later = [r["ttft_ms"] for r, _, _ in answered if r["sent_ms"] - start >= 10_000]
+    early, later = split_at_10s(answered, start)
     return "\n".join(
         [
             f"{path.split('/')[-1]}: p99 {tail[-1][0]['ttft_ms']:.1f} ms over {len(answered)} answered",
@@ -132,6 +131,13 @@ def analyse(path, hot, per_window=False, batch=8):
         ]
         + (windows_by_worker(answered, tail, start) if per_window else [])
     )
+
+
+def split_at_10s(answered, start):
+    """TTFTs of the answered requests sent in the run's first 10 s, and of those sent after."""
+    early = [r["ttft_ms"] for r, _, _ in answered if r["sent_ms"] - start < 10_000]
+    later = [r["ttft_ms"] for r, _, _ in answered if r["sent_ms"] - start >= 10_000]
+    return early, later
 
 
 def p99(values):
@@ -168,16 +174,16 @@ def windows_by_worker(answered, tail, start):
 
 def pooled(paths):
     """The p99 over every answered request of `paths`, all, first 10 s and after."""
-    every, early, later = [], [], []
+    early, later = [], []
     for path in paths:
         with open(path) as trace:
             sent = [json.loads(line) for line in trace if line.strip()]
         if not sent:
             continue
-        start = min(r["sent_ms"] for r in sent)
-        for request, _, _ in classify(sent):
-            every.append(request["ttft_ms"])
-            (early if request["sent_ms"] - start < 10_000 else later).append(request["ttft_ms"])
+        run_early, run_later = split_at_10s(classify(sent), min(r["sent_ms"] for r in sent))
+        early += run_early
+        later += run_later
+    every = early + later
     return (
         f"pooled over {len(paths)} runs, {len(every)} answered: p99 {p99(every)}; "
         f"sent in the first 10 s {p99(early)}, from 10 s on {p99(later)}"
