@@ -295,11 +295,19 @@ def render(meta, notes=None):
         group = grid[key]
         ss = [c["summary"] for c in group]
         beyond = spread([s.get("moved_beyond_departed_share") for s in ss]) if key[0] == "leave" else "-"
+        # One run's share swings with how many conversations a worker happens to hold (about
+        # 75 in progress over 4 workers: ±0.05 by chance), so the seeds are also pooled.
+        in_progress = sum(s["in_progress"] for s in ss)
+        pooled = share(sum(s["moved"] for s in ss), in_progress) if in_progress else None
+        departed = "-"
+        if key[0] == "leave":
+            departed = spread([share(s.get("lived_on_departed") or 0, s["in_progress"])
+                               for s in ss if s["in_progress"]])
         via = spread([s.get("moved_via_restarted_share") for s in ss]) if key[0] == "restart" else "-"
         summary.append([
             key[0], key[1], ", ".join(str(c["seed"]) for c in group),
             spread([s["in_progress"] for s in ss]).replace(".000", ""),
-            spread([s["moved_share"] for s in ss]), beyond, via,
+            spread([s["moved_share"] for s in ss]), fmt(pooled), departed, beyond, via,
             spread([s["control_moved_share"] for s in ss]),
             sum(1 for c in group if goal_text(c).split(" (")[0] in ("met", "total met; beyond met")),
             sum(1 for c in group if disturbed(c)),
@@ -337,7 +345,8 @@ def render(meta, notes=None):
         ),
         "## Summary (range over seeds)",
         "",
-        table(["event", "replicas", "seeds", "in progress", "moved share", "beyond the departed's",
+        table(["event", "replicas", "seeds", "in progress", "moved share", "pooled over the seeds",
+               "the departed held", "beyond the departed's",
                "moved via the restarted replica", "control (no event)", "runs meeting ≤ 0.30", "disturbed runs"],
               summary),
         "",
