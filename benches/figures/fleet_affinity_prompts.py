@@ -11,9 +11,12 @@ requests and the part of them each worker was sent, in quarter-worker units of t
 plan's unit: 16 units on 4 workers), and the workers' totals; with --windows, per WINDOW
 seconds (by send time), the requests each worker was sent in all and of the PROMPT'th busiest
 prompt (default 2: the second busiest, which is planned before the busiest and so takes
-the room the others leave).
+the room the others leave); with --peaks, only how uneven the windows were: over the windows
+from the second on, the range and mean of the busiest worker's requests over the workers'
+mean and of the busiest prompt's share of the window (a placement even over the whole run
+can still pile up for seconds at a time, and that is what queues).
 
-Usage: fleet_affinity_prompts.py [--windows] [--window SECONDS] [--prompt N] TRACE [TRACE ...]"""
+Usage: fleet_affinity_prompts.py [--windows | --peaks] [--window SECONDS] [--prompt N] TRACE [TRACE ...]"""
 
 import json
 import sys
@@ -45,6 +48,31 @@ def by_prompt(requests):
         system, _ = opening(request["messages"])
         per[system][request["worker"]] += 1
     return per
+
+
+def peaks(path, window_ms):
+    """The busiest worker over the mean, and the busiest prompt's share, per window."""
+    requests = answered(path)
+    if not requests:
+        print(f"{Path(path).name}: 0 answered")
+        return
+    workers = len({r["worker"] for r in requests})
+    start = min(r["sent_ms"] for r in requests)
+    windows = defaultdict(lambda: (Counter(), Counter()))
+    for request in requests:
+        every, prompts = windows[int((request["sent_ms"] - start) // window_ms)]
+        every[request["worker"]] += 1
+        prompts[opening(request["messages"])[0]] += 1
+    # The first window is the warm-up, which the minute tables already show.
+    kept = [windows[i] for i in sorted(windows)[1:]]
+    worker_peaks = [max(e.values()) / (sum(e.values()) / workers) for e, _ in kept]
+    prompt_peaks = [max(p.values()) / sum(p.values()) for _, p in kept]
+
+    def spread(values):
+        return f"{min(values):.2f}–{max(values):.2f} (mean {sum(values) / len(values):.2f})"
+
+    print(f"{Path(path).name}: {len(kept)} windows; busiest worker / mean {spread(worker_peaks)}; "
+          f"busiest system prompt's share {spread(prompt_peaks)}")
 
 
 def report(path, per_window, window_ms, rank):
@@ -81,11 +109,13 @@ def report(path, per_window, window_ms, rank):
 
 
 def main(argv):
-    per_window, window_s, rank, paths = False, 10.0, 2, []
+    per_window, only_peaks, window_s, rank, paths = False, False, 10.0, 2, []
     args = iter(argv)
     for arg in args:
         if arg == "--windows":
             per_window = True
+        elif arg == "--peaks":
+            only_peaks = True
         elif arg == "--window":
             window_s = float(next(args, "10"))
         elif arg == "--prompt":
@@ -96,7 +126,10 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     for path in paths:
-        report(path, per_window, window_s * 1000, rank)
+        if only_peaks:
+            peaks(path, window_s * 1000)
+        else:
+            report(path, per_window, window_s * 1000, rank)
     return 0
 
 
