@@ -6,6 +6,10 @@
       worker), the event's times (unix ms, set against the report's started_unix_ms) and the
       report: conversations in progress at the event and the share that moved.
   fleet_events_render.py render META_TSV OUT_MD
+  fleet_events_render.py pool MOVES_JSON...
+      Every leave run's figures pooled by shape (across pages and seeds), and per run the
+      system prompts whose conversations moved beyond the departed worker's: which prompts'
+      workers a re-plan shifted.
 
 A conversation is named by its opening (system message + first user message): no session key
 is sent. In progress at the event = it has an answered turn sent before the event started (its
@@ -206,15 +210,44 @@ def after_restart(summary):
     return counts
 
 
+PLAN_MOVED_GAUGE = "switchyard_routing_plan_moved_beyond_membership_change_ratio"
+
+
+def plan_moved(case):
+    """Each replica's own estimate of the share of conversation traffic its re-plan on the
+    membership change moved between workers that stayed, from its metrics saved at the end
+    of the run. The saved metrics
+    leave out gauges at 0, so a replica without the line reads 0 where another has it; no
+    line at all (gateways older than the gauge, or nothing moved anywhere) gives no figure."""
+    summary = Path(case["path"])
+    name = summary.name.removesuffix(".moves.json")
+    values = []
+    for metrics in sorted(summary.parent.glob(f"{name}.gateway-*.metrics.txt")):
+        value = 0.0
+        for line in metrics.read_text().splitlines():
+            if line.startswith(PLAN_MOVED_GAUGE + " "):
+                value = float(line.split()[1])
+        values.append(value)
+    return values if any(values) else []
+
+
+def plan_moved_text(case):
+    values = plan_moved(case)
+    if not values:
+        return ""
+    return "; its re-plan moved between the others (each replica's gauge) " + ", ".join(fmt(v) for v in values)
+
+
 def event_detail(case):
     s = case["summary"]
     if case["event"] == "leave":
         return (f"{s['moved_from_departed']} of {s['lived_on_departed']} on {s['departed']} moved; "
                 f"beyond them {fmt(s['moved_beyond_departed_share'])}; "
-                f"{s['sent_to_departed_after']} answered by {s['departed']} after")
+                f"{s['sent_to_departed_after']} answered by {s['departed']} after"
+                + plan_moved_text(case))
     if case["event"] == "join":
         return (f"{s['moved_to_joined']} of the moved to {s['joined']}; "
-                f"{s['answered_by_joined_after']} answered by it after")
+                f"{s['answered_by_joined_after']} answered by it after" + plan_moved_text(case))
     text = (f"replica {s['replica']}: back healthy {s['healthy_after_kill_ms']} ms after the kill; "
             f"next turn via it {s['moved_via_restarted']}/{s['via_restarted']} moved "
             f"({fmt(s['moved_via_restarted_share'])}), via the others "
@@ -373,8 +406,43 @@ def render(meta, notes=None):
     return "\n".join(parts)
 
 
+def pool(paths):
+    """Leave runs pooled by shape; the moves beyond the departed's by system prompt."""
+    shapes = {}
+    print("| run | in progress | moved | the departed held | beyond: conversations by system prompt (home → next) |")
+    print("|---|---|---|---|---|")
+    for path in paths:
+        run = json.loads(Path(path).read_text())
+        if "departed" not in run:
+            continue
+        gone = run["departed"]
+        beyond = {}
+        for row in run["conversations_in_progress"]:
+            if row["moved"] and row["home"] != gone:
+                key = f'{row["prompt"]} {row["home"]} → {row["next"]}'
+                beyond[key] = beyond.get(key, 0) + 1
+        name = Path(path).parent.name + "/" + Path(path).name.removesuffix(".moves.json")
+        detail = ", ".join(f"{key}: {n}" for key, n in sorted(beyond.items())) or "none"
+        print(f'| {name} | {run["in_progress"]} | {run["moved"]} | {run["lived_on_departed"]} | {detail} |')
+        shape = "_".join(Path(path).name.split(".")[0].split("_")[2:])
+        total = shapes.setdefault(shape, [0, 0, 0, 0, 0])
+        total[0] += 1
+        total[1] += run["in_progress"]
+        total[2] += run["moved"]
+        total[3] += run["lived_on_departed"]
+        total[4] += int(run["moved_share"] is not None and run["moved_share"] <= GOAL)
+    print()
+    print(f"| shape | runs | in progress | moved share | the departed held | beyond | runs ≤ {GOAL:.2f} |")
+    print("|---|---|---|---|---|---|---|")
+    for shape, (runs, in_progress, moved, held, met) in sorted(shapes.items()):
+        print(f"| {shape} | {runs} | {in_progress} | {moved / in_progress:.3f} | "
+              f"{held / in_progress:.3f} | {(moved - held) / in_progress:.3f} | {met} |")
+
+
 def main():
-    if len(sys.argv) == 6 and sys.argv[1] == "analyse":
+    if len(sys.argv) > 2 and sys.argv[1] == "pool":
+        pool(sys.argv[2:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "analyse":
         analyse(*sys.argv[2:6])
     elif len(sys.argv) == 4 and sys.argv[1] == "render":
         out = Path(sys.argv[3])

@@ -416,6 +416,12 @@ fn main() -> Result<(), String> {
         "moved_share": if moved_checked > 0 { Some(moved as f64 / moved_checked as f64) } else { None },
         "moved_checked": moved_checked,
         "moved_forced": moved_forced,
+        // Each replica's own estimate of the traffic share its re-plan on the event moved
+        // between workers that stayed.
+        "plan_moved_beyond_event": replicas
+            .iter()
+            .map(|r| r.policy.stats().plan_moved_beyond_membership_change)
+            .collect::<Vec<f64>>(),
         "branches": branches,
         "evicted_by_worker": evicted_by_worker,
         "tokens_by_worker": tokens_by_worker,

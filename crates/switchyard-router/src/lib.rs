@@ -20,7 +20,8 @@
 //! `switchyard_routing_affinity_events_applied_total`,
 //! `switchyard_routing_affinity_events_ignored_total`,
 //! `switchyard_routing_placement_overrides`, `switchyard_routing_prefix_tree_bytes`,
-//! `switchyard_routing_placement_replicas`, `switchyard_routing_openings_met_ratio`.
+//! `switchyard_routing_placement_replicas`, `switchyard_routing_openings_met_ratio`,
+//! `switchyard_routing_plan_moved_ratio`, `switchyard_routing_plan_moved_beyond_membership_change_ratio`.
 
 mod affinity;
 mod cache_aware;

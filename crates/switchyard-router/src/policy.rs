@@ -106,6 +106,15 @@ pub struct RoutingStats {
     /// opening (cache_aware; about 1 for a replica routing whole conversations, 1/N for one
     /// of N independent replicas fed at random, 0 before any).
     pub openings_met_share: f64,
+    /// Gauge: of the busiest system prompts' conversation traffic, the share whose worker the
+    /// last re-plan of their groups changed (cache_aware, sampled; 0 before a second plan).
+    /// Where later turns follow the plan (replicas sharing no placements), those
+    /// conversations' next turns move.
+    pub plan_moved_share: f64,
+    /// Gauge: the share the re-plan on the last membership change moved between workers there
+    /// before and after it: beyond what the change forces (a departed worker's conversations
+    /// out, a new worker's share in).
+    pub plan_moved_beyond_membership_change: f64,
 }
 
 /// A routing policy shared by every request handler of a gateway.

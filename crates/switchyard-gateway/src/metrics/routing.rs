@@ -10,6 +10,8 @@ pub struct RoutingMetrics {
     keys_moved_ratio: Gauge,
     placement_replicas: Gauge,
     openings_met_ratio: Gauge,
+    plan_moved_ratio: Gauge,
+    plan_moved_beyond_membership_change_ratio: Gauge,
     hot_keys_spread: IntGauge,
     placement_overrides: IntGauge,
     tree_bytes: IntGauge,
@@ -61,6 +63,19 @@ impl RoutingMetrics {
              workers' cache writes.",
         )?;
         registry.register(Box::new(openings_met_ratio.clone()))?;
+        let plan_moved_ratio = Gauge::new(
+            "switchyard_routing_plan_moved_ratio",
+            "Of the busiest system prompts' conversation traffic, the share whose worker the \
+             last re-plan of their worker groups changed (sampled). Where replicas share no \
+             placements, those conversations' next turns move.",
+        )?;
+        registry.register(Box::new(plan_moved_ratio.clone()))?;
+        let plan_moved_beyond_membership_change_ratio = Gauge::new(
+            "switchyard_routing_plan_moved_beyond_membership_change_ratio",
+            "Of the same traffic, the share the re-plan on the last worker join or leave moved \
+             between workers there before and after it (beyond what the change forces).",
+        )?;
+        registry.register(Box::new(plan_moved_beyond_membership_change_ratio.clone()))?;
         Ok(Self {
             ring_workers: gauge(
                 registry,
@@ -75,6 +90,8 @@ impl RoutingMetrics {
             keys_moved_ratio,
             placement_replicas,
             openings_met_ratio,
+            plan_moved_ratio,
+            plan_moved_beyond_membership_change_ratio,
             hot_keys_spread: gauge(
                 registry,
                 "switchyard_routing_hot_keys_spread",
@@ -130,6 +147,9 @@ impl RoutingMetrics {
             .set(stats.keys_moved_on_last_membership_change);
         self.placement_replicas.set(stats.placement_replicas);
         self.openings_met_ratio.set(stats.openings_met_share);
+        self.plan_moved_ratio.set(stats.plan_moved_share);
+        self.plan_moved_beyond_membership_change_ratio
+            .set(stats.plan_moved_beyond_membership_change);
         self.hot_keys_spread.set(stats.hot_keys_spread as i64);
         self.placement_overrides
             .set(stats.placement_overrides as i64);

@@ -25,6 +25,7 @@ mod group_shares;
 mod matching;
 mod openings;
 mod placement;
+mod plan_churn;
 mod prompt_group;
 mod recent;
 mod state;
@@ -467,6 +468,8 @@ impl RoutingPolicy for CacheAwarePolicy {
             tree_bytes: state.tree.text_bytes() as u64,
             placement_replicas: state.fleet.replicas(self.clock.unix_now()),
             openings_met_share: state.openings.share(),
+            plan_moved_share: state.plan.moved_shares().0,
+            plan_moved_beyond_membership_change: state.plan.moved_shares().1,
             ..self.counters.snapshot()
         }
     }

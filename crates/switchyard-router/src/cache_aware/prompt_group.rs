@@ -13,6 +13,7 @@
 //! Only a first turn looks at load: past a bound it walks on down the prompt's ranking.
 
 use super::group_shares::GroupShares;
+use super::plan_churn;
 use crate::hash::{PrehashedKey, stable_hash_seeded};
 use crate::load::CandidateLoads;
 use crate::ring::Ring;
@@ -60,10 +61,18 @@ pub(super) enum GroupPlacement {
 pub(super) struct GroupPlan {
     ring: Option<Arc<Ring>>,
     built_at: Option<Duration>,
-    by_group: HashMap<u64, Vec<Slot>, BuildHasherDefault<PrehashedKey>>,
+    by_group: Plans,
     /// Capacity left per ring member once the planned prompts took theirs.
     spare: Vec<f64>,
+    /// Of the planned prompts' traffic, the share whose drawn worker the last re-plan
+    /// changed, and the share the last re-plan on a ring change moved between workers on
+    /// both rings (`plan_churn`).
+    moved_share: f64,
+    moved_between_stayers_on_ring_change: f64,
 }
+
+/// Each planned system prompt's slots.
+pub(super) type Plans = HashMap<u64, Vec<Slot>, BuildHasherDefault<PrehashedKey>>;
 
 /// A worker (ring member index) of a prompt's group and its part of the prompt's traffic.
 pub(super) type Slot = (u32, f64);
@@ -95,7 +104,7 @@ impl GroupPlan {
         }
         let members = ring.members().len();
         let capacity = (factor * UNITS_PER_WORKER).max(1.0);
-        self.by_group.clear();
+        let previous = std::mem::take(&mut self.by_group);
         if shares.conversations_met() < min_conversations {
             // Not built (the next request looks again), so no prompt is planned and none
             // finds a worker with spare capacity: each takes its ranking's first.
@@ -118,11 +127,32 @@ impl GroupPlan {
             let slots = self.fill(&ranked, units);
             self.by_group.insert(group, slots);
         }
+        if let Some(old) = self.ring.clone() {
+            let samples = if same_ring {
+                plan_churn::SAMPLES_PER_PROMPT
+            } else {
+                plan_churn::SAMPLES_ON_RING_CHANGE
+            };
+            let after = (ring.as_ref(), &self.by_group);
+            if let Some(churn) = plan_churn::churn((&old, &previous), after, shares, samples) {
+                self.moved_share = churn.moved;
+                if !same_ring {
+                    self.moved_between_stayers_on_ring_change = churn.between_stayers;
+                }
+            }
+        }
         self.ring = Some(Arc::clone(ring));
         self.built_at = Some(now);
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(plan = %self.describe(ring, shares), "prompt group plan rebuilt");
         }
+    }
+
+    /// Of the planned prompts' traffic, the share whose drawn worker the last re-plan changed,
+    /// and the share the last re-plan on a ring change moved between workers on both rings,
+    /// beyond what the change forced (0 before there was one).
+    pub(super) fn moved_shares(&self) -> (f64, f64) {
+        (self.moved_share, self.moved_between_stayers_on_ring_change)
     }
 
     /// The plan as `prompt share: worker units, …; …`, busiest prompt first, for the logs:
@@ -224,7 +254,7 @@ pub(super) fn ranking(ring: &Ring, group: u64) -> Vec<u32> {
 
 /// Weighted rendezvous score of `name` for `conversation`: the highest score wins, and each
 /// worker wins in proportion to its weight.
-fn score(name: &[u8], conversation: u64, weight: f64) -> f64 {
+pub(super) fn score(name: &[u8], conversation: u64, weight: f64) -> f64 {
     // A uniform draw in (0, 1) from the top 53 bits.
     let draw = ((stable_hash_seeded(name, conversation) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
     weight / -draw.ln()
@@ -309,174 +339,5 @@ pub(super) fn place(
 mod plan_tests;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::Candidate;
-    use crate::ring::Member;
-    use std::sync::Arc;
-
-    fn ring(workers: u32) -> Ring {
-        Ring::build(
-            (0..workers).map(|w| Member {
-                id: WorkerId(w),
-                name: Arc::from(format!("worker-{w}")),
-            }),
-            16,
-        )
-    }
-
-    fn loads(ring: &Ring, in_flight: &[u64]) -> CandidateLoads {
-        let candidates: Vec<Candidate> = (0u32..)
-            .zip(in_flight)
-            .map(|(w, &in_flight)| Candidate {
-                id: WorkerId(w),
-                in_flight,
-                reported: None,
-            })
-            .collect();
-        CandidateLoads::new(ring, &candidates)
-    }
-
-    #[test]
-    fn the_plan_fills_each_prompt_over_as_few_workers_as_its_share_needs() {
-        let ring = Arc::new(ring(4));
-        let mut shares = GroupShares::new(Duration::from_secs(60), 16, 16);
-        // 75 %, 15 %, 10 %: 12, 2.4 and 1.6 quarter-worker units of 16.
-        for (group, count) in [(1u64, 75), (2, 15), (3, 10)] {
-            for _ in 0..count {
-                shares.record(group, Duration::ZERO);
-            }
-        }
-        let mut plan = GroupPlan::default();
-        plan.refresh(
-            &ring,
-            &shares,
-            1.0,
-            Duration::ZERO,
-            Duration::from_secs(1),
-            0,
-        );
-        let units = |group: u64| -> f64 { plan.slots(group, &[]).iter().map(|s| s.1).sum() };
-        for (group, expected) in [(1, 12.0), (2, 2.4), (3, 1.6)] {
-            assert!((units(group) - expected).abs() < 1e-9, "{}", units(group));
-        }
-        assert!(plan.slots(1, &[]).len() >= 3, "{:?}", plan.slots(1, &[]));
-        assert_eq!(plan.slots(2, &[]).len(), 1);
-        assert_eq!(plan.slots(3, &[]).len(), 1);
-        // Every worker is planned exactly its even share.
-        let mut per_worker = [0.0; 4];
-        for group in 1..=3 {
-            for (member, weight) in plan.slots(group, &[]) {
-                per_worker[member as usize] += weight;
-            }
-        }
-        assert!(
-            per_worker.iter().all(|&w| (w - 4.0).abs() < 1e-9),
-            "{per_worker:?}"
-        );
-        // Conversations of the busy prompt follow the weights; refused slots spill.
-        let idle = loads(&ring, &[0; 4]);
-        let slots = plan.slots(1, &[]);
-        let ranked = ranking(&ring, 1);
-        let mut taken = [0u32; 4];
-        for conversation in 0..1200u64 {
-            let (worker, how) = place(
-                &ring,
-                &idle,
-                &slots,
-                &ranked,
-                conversation,
-                |_, _| true,
-                None,
-            )
-            .expect("a candidate");
-            assert_eq!(how, GroupPlacement::Preferred);
-            taken[worker.0 as usize] += 1;
-        }
-        for &(member, weight) in &slots {
-            let expected = 1200.0 * weight / 12.0;
-            let got = f64::from(taken[ring.member(member).unwrap().id.0 as usize]);
-            assert!(
-                (got - expected).abs() < expected * 0.25 + 10.0,
-                "{taken:?} {slots:?}"
-            );
-        }
-        let first = place(&ring, &idle, &slots, &ranked, 5, |_, _| true, None)
-            .unwrap()
-            .0;
-        let first = ring.member_index(first).unwrap();
-        let (other, how) =
-            place(&ring, &idle, &slots, &ranked, 5, |m, _| m != first, None).unwrap();
-        assert_eq!(how, GroupPlacement::Spilled);
-        assert_ne!(ring.member_index(other), Some(first));
-        assert_eq!(
-            place(&ring, &idle, &slots, &ranked, 5, |_, _| false, None),
-            None
-        );
-    }
-
-    #[test]
-    fn with_cache_writes_a_first_turn_takes_its_second_draw_when_that_wrote_less() {
-        let ring = ring(4);
-        let idle = loads(&ring, &[0; 4]);
-        let slots: Vec<Slot> = vec![(0, 2.0), (1, 2.0)];
-        let ranked = ranking(&ring, 7);
-        let member = |worker: WorkerId| ring.member_index(worker).unwrap();
-        let even = [1.0, 1.0, 0.0, 0.0];
-        let place_with = |conversation: u64, accepts: &dyn Fn(u32, u64) -> bool, written| {
-            place(
-                &ring,
-                &idle,
-                &slots,
-                &ranked,
-                conversation,
-                accepts,
-                written,
-            )
-            .map(|(worker, how)| (member(worker), how))
-        };
-        // Member 0 wrote ten times what member 1 did: every conversation takes member 1, those
-        // that drew member 0 first as a balanced placement.
-        let written = [10.0, 1.0, 0.0, 0.0];
-        let mut balanced = 0;
-        for conversation in 0..200u64 {
-            let drawn = place_with(conversation, &|_, _| true, None).unwrap();
-            let placed = place_with(conversation, &|_, _| true, Some(&written)).unwrap();
-            match drawn {
-                (0, GroupPlacement::Preferred) => {
-                    assert_eq!(placed, (1, GroupPlacement::Balanced));
-                    balanced += 1;
-                }
-                other => assert_eq!(placed, other),
-            }
-            // Equal writes, or a second draw the bound refuses: the draw stands.
-            assert_eq!(
-                place_with(conversation, &|_, _| true, Some(&even)),
-                Some(drawn)
-            );
-            let refuse_one = |m: u32, _| m != 1;
-            assert_eq!(
-                place_with(conversation, &refuse_one, Some(&written)),
-                place_with(conversation, &refuse_one, None)
-            );
-        }
-        assert!((60..=140).contains(&balanced), "{balanced}");
-        // A prompt with one worker has nothing to balance.
-        let one: Vec<Slot> = vec![(2, 4.0)];
-        for conversation in 0..20u64 {
-            let placed = place(
-                &ring,
-                &idle,
-                &one,
-                &ranked,
-                conversation,
-                |_, _| true,
-                Some(&written),
-            );
-            assert_eq!(
-                placed.map(|(w, how)| (member(w), how)),
-                Some((2, GroupPlacement::Preferred))
-            );
-        }
-    }
-}
+#[path = "prompt_group_place_tests.rs"]
+mod place_tests;

@@ -225,3 +225,59 @@ fn the_plan_logged_names_each_prompt_busiest_first_with_its_workers_and_units() 
         assert!((logged - expected_units).abs() < 0.02, "{described}");
     }
 }
+
+#[test]
+fn a_re_plan_reports_the_traffic_it_moves_and_a_ring_change_is_kept_apart() {
+    // Eight Zipf-popular prompts over four workers, then the fourth worker leaves.
+    let zipf: f64 = (1..=8).map(|k| 1.0 / f64::from(k)).sum();
+    let counts: Vec<(u64, f64)> = (1..=8u32)
+        .map(|k| (u64::from(k), 20_000.0 / f64::from(k) / zipf))
+        .collect();
+    let shares = shares_of(&counts);
+    let four = ring(4);
+    let three = Arc::new(Ring::build(
+        (0..3u32).map(|w| Member {
+            id: WorkerId(w),
+            name: Arc::from(format!("worker-{w}")),
+        }),
+        16,
+    ));
+    let mut plan = GroupPlan::default();
+    let every = Duration::from_secs(1);
+    plan.refresh(&four, &shares, 1.0, Duration::ZERO, every, 0);
+    assert_eq!(
+        plan.moved_shares(),
+        (0.0, 0.0),
+        "nothing to compare with yet"
+    );
+    // The same shares a second later: the same plan, nothing moves.
+    plan.refresh(&four, &shares, 1.0, Duration::from_secs(1), every, 0);
+    assert_eq!(plan.moved_shares(), (0.0, 0.0));
+    // What drew the departed worker had to move; the rest moved between the workers that stayed.
+    let before = plan.by_group.clone();
+    plan.refresh(&three, &shares, 1.0, Duration::from_millis(1500), every, 0);
+    let (moved, beyond) = plan.moved_shares();
+    let samples = plan_churn::SAMPLES_ON_RING_CHANGE;
+    let departed_drew: f64 = before
+        .iter()
+        .map(|(&group, slots)| {
+            let drew = (0..samples)
+                .filter(|&s| {
+                    let conversation = plan_churn::position(group, s);
+                    plan_churn::drawn(&four, slots, conversation) == Some(WorkerId(3))
+                })
+                .count();
+            shares.share(group) * drew as f64 / samples as f64
+        })
+        .sum();
+    assert!(departed_drew > 0.15, "{departed_drew}");
+    assert!(moved >= departed_drew - 1e-9, "{moved} {departed_drew}");
+    assert!(
+        (beyond - (moved - departed_drew)).abs() < 1e-9,
+        "{beyond} {moved}"
+    );
+    assert!(moved < 1.0, "{moved}");
+    // A later re-plan on the same ring and shares moves nothing; the ring change's figure stays.
+    plan.refresh(&three, &shares, 1.0, Duration::from_secs(3), every, 0);
+    assert_eq!(plan.moved_shares(), (0.0, beyond));
+}
