@@ -211,8 +211,8 @@ async fn health_ready_models_and_metrics() {
         "switchyard_routing_decisions_total{branch=\"least_loaded\",policy=\"cache_aware\"}",
         "switchyard_workers_registered 2",
         // No prompt group was planned twice: nothing moved.
-        "switchyard_routing_plan_moved_ratio 0",
-        "switchyard_routing_plan_moved_beyond_membership_change_ratio 0",
+        "switchyard_routing_plan_moved_ratio 0\n",
+        "switchyard_routing_plan_moved_beyond_membership_change_ratio 0\n",
     ] {
         assert!(metrics.contains(needle), "missing `{needle}` in\n{metrics}");
     }

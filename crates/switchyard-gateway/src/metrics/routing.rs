@@ -73,7 +73,9 @@ impl RoutingMetrics {
         let plan_moved_beyond_membership_change_ratio = Gauge::new(
             "switchyard_routing_plan_moved_beyond_membership_change_ratio",
             "Of the same traffic, the share the re-plan on the last worker join or leave moved \
-             between workers there before and after it (beyond what the change forces).",
+             between workers there before and after it (beyond what the change forces). \
+             Replicas sharing placements (a Raft group) keep conversations in progress \
+             where they are regardless.",
         )?;
         registry.register(Box::new(plan_moved_beyond_membership_change_ratio.clone()))?;
         Ok(Self {
