@@ -459,6 +459,7 @@ impl RoutingPolicy for CacheAwarePolicy {
     fn stats(&self) -> RoutingStats {
         let ring = self.membership.ring();
         let state = self.state.lock();
+        let (plan_moved_share, plan_moved_beyond_membership_change) = state.plan.moved_shares();
         RoutingStats {
             ring_workers: ring.members().len() as u64,
             ring_vnodes: ring.vnode_count() as u64,
@@ -468,8 +469,8 @@ impl RoutingPolicy for CacheAwarePolicy {
             tree_bytes: state.tree.text_bytes() as u64,
             placement_replicas: state.fleet.replicas(self.clock.unix_now()),
             openings_met_share: state.openings.share(),
-            plan_moved_share: state.plan.moved_shares().0,
-            plan_moved_beyond_membership_change: state.plan.moved_shares().1,
+            plan_moved_share,
+            plan_moved_beyond_membership_change,
             ..self.counters.snapshot()
         }
     }

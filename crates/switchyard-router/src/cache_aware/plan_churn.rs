@@ -9,7 +9,7 @@
 //! sample of conversation positions per prompt, so a re-plan pays a small, bounded cost.
 
 use super::group_shares::GroupShares;
-use super::prompt_group::{Plans, Slot, score};
+use super::prompt_group::{Plans, Slot, higher_first, score};
 use crate::hash::stable_hash_seeded;
 use crate::ring::Ring;
 use switchyard_core::WorkerId;
@@ -35,18 +35,14 @@ pub(super) struct Churn {
 /// The worker a conversation at `conversation` draws among `slots` by weighted rendezvous,
 /// load aside (as `prompt_group::place` ranks them before any bound).
 pub(super) fn drawn(ring: &Ring, slots: &[Slot], conversation: u64) -> Option<WorkerId> {
-    slots
+    let (_, member) = slots
         .iter()
         .filter_map(|&(member, weight)| {
-            let worker = ring.member(member)?;
-            Some((
-                score(worker.name.as_bytes(), conversation, weight),
-                member,
-                worker.id,
-            ))
+            let name = ring.member(member)?.name.as_bytes();
+            Some((score(name, conversation, weight), member))
         })
-        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
-        .map(|(_, _, id)| id)
+        .min_by(higher_first)?;
+    Some(ring.member(member)?.id)
 }
 
 /// Of the traffic of the busiest prompts planned both `before` and `after` (each a ring and
@@ -64,7 +60,7 @@ pub(super) fn churn(
         .filter(|group| before.1.contains_key(group))
         .map(|&group| (shares.share(group), group))
         .collect();
-    prompts.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    prompts.sort_unstable_by(higher_first);
     prompts.truncate(SAMPLED_PROMPTS);
     let sampled: f64 = prompts.iter().map(|&(share, _)| share).sum();
     if sampled <= 0.0 {

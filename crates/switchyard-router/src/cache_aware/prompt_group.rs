@@ -119,7 +119,7 @@ impl GroupPlan {
             .map(|group| (units_of(group), group))
             .collect();
         // The busiest are planned; rarer ones take one worker with room (`slots`).
-        prompts.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        prompts.sort_unstable_by(higher_first);
         prompts.truncate(MAX_PLANNED_PROMPTS);
         prompts.reverse();
         for (units, group) in prompts {
@@ -252,6 +252,12 @@ pub(super) fn ranking(ring: &Ring, group: u64) -> Vec<u32> {
     ranked.into_iter().map(|(_, index)| index).collect()
 }
 
+/// The order of prompts by share and of a conversation's slots by score: the higher figure
+/// first, ties to the lower prompt or member, so every replica orders alike.
+pub(super) fn higher_first<T: Ord>(a: &(f64, T), b: &(f64, T)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
 /// Weighted rendezvous score of `name` for `conversation`: the highest score wins, and each
 /// worker wins in proportion to its weight.
 pub(super) fn score(name: &[u8], conversation: u64, weight: f64) -> f64 {
@@ -287,7 +293,7 @@ pub(super) fn place(
             Some((score(name, conversation, weight), member, in_flight))
         })
         .collect();
-    drawn.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    drawn.sort_unstable_by(|a, b| higher_first(&(a.0, a.1), &(b.0, b.1)));
     let id = |member: u32| ring.member(member).map(|m| m.id);
     if let (
         Some(written),
