@@ -8,9 +8,8 @@
     figlib.py summarize-poll POLL_JSONL WORKER
         The poll log boiled down (JSON on stdout): WORKER's routability transitions, when its
         breaker-call counter rose, gateway admission states and admitted totals over time.
-    figlib.py render NAME META_TSV OUT_MD
-        Reads the facts a script recorded (tab-separated `key<TAB>value` lines) and writes
-        the figure's markdown page.
+
+The pages themselves are written by figrender.py.
 """
 
 import json
@@ -222,23 +221,11 @@ def main(argv):
     summarize_args = sub.add_parser("summarize-poll")
     summarize_args.add_argument("poll")
     summarize_args.add_argument("worker")
-    render_args = sub.add_parser("render")
-    render_args.add_argument("name")
-    render_args.add_argument("meta")
-    render_args.add_argument("out")
     args = parser.parse_args(argv)
     if args.command == "poll":
         poll(args)
         return 0
-    if args.command == "summarize-poll":
-        print(json.dumps(summarize_poll(args.poll, args.worker)))
-        return 0
-    sys.path.insert(0, str(Path(__file__).parent))
-    import figrender
-
-    page = figrender.RENDERERS[args.name](read_meta(args.meta))
-    Path(args.out).write_text(page)
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(json.dumps(summarize_poll(args.poll, args.worker)))
     return 0
 
 

@@ -101,7 +101,7 @@ fig_render() {
     if (($#)); then
         "$@" "$FIG_META" "$FIG_OUT"
     else
-        $FIGLIB render "$FIG_NAME" "$FIG_META" "$FIG_OUT"
+        python3 "$FIG_DIR/figrender.py" "$FIG_NAME" "$FIG_META" "$FIG_OUT"
     fi
 }
 

@@ -21,6 +21,9 @@ use crate::workload::{ChatMessage, PlannedRequest};
 /// After `[DONE]`, frames already buffered are drained so the connection returns to the pool.
 const MAX_TRAILING_FRAMES: usize = 8;
 
+/// Worker name used when a successful response carried no `x-switchyard-worker` header.
+pub const UNKNOWN_WORKER: &str = "unknown";
+
 /// A request that produced a complete answer.
 #[derive(Clone, Debug, Default)]
 pub struct Completion {

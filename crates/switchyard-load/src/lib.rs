@@ -35,12 +35,11 @@ pub use cli::{LoadArgs, run_cli};
 pub use client_retry::{ClientRetryMix, ClientRetryMode, parse_client_retry_mix};
 pub use config::{LoadConfig, Workload};
 pub use error::LoadError;
+pub use exchange::UNKNOWN_WORKER;
 pub use mix::WeightedMix;
 pub use priority::{PriorityClass, PriorityMix, parse_priority_mix};
 pub use render::render_side_by_side;
-pub use report::{
-    BreakdownReport, LatencySummary, LoadReport, TargetLoad, UNKNOWN_WORKER, WorkerLoad,
-};
+pub use report::{BreakdownReport, LatencySummary, LoadReport, TargetLoad, WorkerLoad};
 pub use runner::run;
 pub use sse::{SseEvent, SseParser};
 pub use stats::{coefficient_of_variation, percentile_nearest_rank};

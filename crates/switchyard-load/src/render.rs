@@ -2,9 +2,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::{BreakdownReport, LoadReport};
+use crate::report::{BreakdownReport, LoadReport};
 
 type Row = (String, Vec<String>);
+
+impl LoadReport {
+    /// The report as a one-column table.
+    pub fn render_table(&self) -> String {
+        render_side_by_side(&[("value", self)])
+    }
+}
 
 /// Renders runs next to each other (e.g. "round-robin" vs "cache-aware") for direct comparison.
 /// Error kinds and workers are the union across runs; a run lacking one shows 0.

@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::UNKNOWN_WORKER;
 use crate::client_retry::is_retryable;
-use crate::exchange::Outcome;
+use crate::exchange::{Outcome, UNKNOWN_WORKER};
 use crate::stats::percentile_nearest_rank;
 
 /// One second of the run, counted by send time.

@@ -1,15 +1,29 @@
 //! The routing section of the gateway config: which policy, and every policy's tunables.
 
-use crate::cache_aware::CacheAwareConfig;
-use crate::error::{RouterError, invalid};
+use crate::cache_aware::{CacheAwareConfig, CacheAwarePolicy};
+use crate::consistent_hash::ConsistentHashPolicy;
+use crate::error::RouterError;
 use crate::hotspot::HotspotConfig;
+use crate::least_load::LeastLoadPolicy;
+use crate::power_of_two::PowerOfTwoPolicy;
+use crate::ring::ConsistentHashConfig;
+use crate::round_robin::RoundRobinPolicy;
 use crate::routing_key::RoutingKeyConfig;
 use serde::{Deserialize, Serialize};
+
+/// Every policy name `policy` accepts (and `build_policy` builds).
+pub const POLICY_NAMES: &[&str] = &[
+    RoundRobinPolicy::NAME,
+    CacheAwarePolicy::NAME,
+    ConsistentHashPolicy::NAME,
+    PowerOfTwoPolicy::NAME,
+    LeastLoadPolicy::NAME,
+];
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RoutingConfig {
-    /// One of [`crate::POLICY_NAMES`].
+    /// One of [`POLICY_NAMES`].
     pub policy: String,
     pub cache_aware: CacheAwareConfig,
     /// The ring, used by `consistent_hash` and by `cache_aware`'s hash placement.
@@ -23,7 +37,7 @@ pub struct RoutingConfig {
 impl Default for RoutingConfig {
     fn default() -> Self {
         Self {
-            policy: crate::CacheAwarePolicy::NAME.into(),
+            policy: CacheAwarePolicy::NAME.into(),
             cache_aware: CacheAwareConfig::default(),
             consistent_hash: ConsistentHashConfig::default(),
             hotspot: HotspotConfig::default(),
@@ -36,54 +50,16 @@ impl RoutingConfig {
     /// Validates every section, not only the chosen policy's, so a later switch of policy
     /// cannot trip over a section nobody checked.
     pub fn validate(&self) -> Result<(), RouterError> {
-        if !crate::POLICY_NAMES.contains(&self.policy.as_str()) {
+        if !POLICY_NAMES.contains(&self.policy.as_str()) {
             return Err(RouterError::UnknownPolicy {
                 name: self.policy.clone(),
-                valid: crate::POLICY_NAMES,
+                valid: POLICY_NAMES,
             });
         }
         self.cache_aware.validate()?;
         self.consistent_hash.validate()?;
         self.hotspot.validate()?;
         self.routing_key.validate()
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ConsistentHashConfig {
-    /// Virtual nodes per worker (256; fewer moves keys unevenly on changes).
-    pub vnodes_per_worker: u32,
-    /// Bounded load: a worker above this × the mean in-flight (≥ 1.0) is skipped.
-    pub load_factor: f64,
-}
-
-impl Default for ConsistentHashConfig {
-    fn default() -> Self {
-        Self {
-            vnodes_per_worker: 256,
-            load_factor: 1.25,
-        }
-    }
-}
-
-impl ConsistentHashConfig {
-    pub fn validate(&self) -> Result<(), RouterError> {
-        if !(1..=4096).contains(&self.vnodes_per_worker) {
-            return Err(invalid(
-                "consistent_hash.vnodes_per_worker",
-                "must be within 1..=4096",
-                self.vnodes_per_worker,
-            ));
-        }
-        if !(self.load_factor.is_finite() && self.load_factor >= 1.0) {
-            return Err(invalid(
-                "consistent_hash.load_factor",
-                "must be a finite number >= 1.0",
-                self.load_factor,
-            ));
-        }
-        Ok(())
     }
 }
 

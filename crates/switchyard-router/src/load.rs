@@ -76,6 +76,16 @@ impl LoadBound {
     }
 }
 
+/// Where a walk around the ring stopped, and what it passed on the way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    pub(crate) member: u32,
+    /// It passed a vnode whose worker is not a candidate (filtered by the gateway).
+    pub(crate) skipped_filtered: bool,
+    /// It passed a candidate above the load bound.
+    pub(crate) skipped_load: bool,
+}
+
 /// The candidates' in-flight counts indexed by ring member, for the walk around the ring.
 pub(crate) struct CandidateLoads {
     /// `NOT_CANDIDATE` for ring members the gateway filtered out.
@@ -104,6 +114,49 @@ impl CandidateLoads {
             .get(member as usize)
             .copied()
             .filter(|&load| load != NOT_CANDIDATE)
+    }
+
+    /// Walks `ring` clockwise from ring index `start` to the first vnode whose worker is a
+    /// candidate within `bound`. None if no ring worker qualifies.
+    pub(crate) fn place(&self, ring: &Ring, start: usize, bound: LoadBound) -> Option<Placement> {
+        self.place_where(ring, start, |_, in_flight| bound.accepts(in_flight))
+    }
+
+    /// Like [`Self::place`], with the load test `accepts(member, in_flight)` supplied by the
+    /// caller (cache_aware adds a recent-share bound).
+    pub(crate) fn place_where(
+        &self,
+        ring: &Ring,
+        start: usize,
+        accepts: impl Fn(u32, u64) -> bool,
+    ) -> Option<Placement> {
+        let mut placement = Placement {
+            member: 0,
+            skipped_filtered: false,
+            skipped_load: false,
+        };
+        // Allocated on the first rejection only: the common case accepts the first vnode.
+        let mut rejected: Vec<bool> = Vec::new();
+        for member in ring.clockwise_from(start) {
+            if rejected.get(member as usize).copied().unwrap_or(false) {
+                continue;
+            }
+            match self.in_flight(member) {
+                Some(in_flight) if accepts(member, in_flight) => {
+                    placement.member = member;
+                    return Some(placement);
+                }
+                Some(_) => placement.skipped_load = true,
+                None => placement.skipped_filtered = true,
+            }
+            if rejected.is_empty() {
+                rejected = vec![false; ring.members().len()];
+            }
+            if let Some(slot) = rejected.get_mut(member as usize) {
+                *slot = true;
+            }
+        }
+        None
     }
 }
 

@@ -1,7 +1,8 @@
 //! Which workers exist and what they are called, turned into a published consistent-hash
 //! ring. Built from the registry's membership events, never per request.
 
-use crate::ring::{Member, Ring, moved_share};
+use crate::ring::movement::moved_share;
+use crate::ring::{Member, Ring};
 use arc_swap::{ArcSwap, Guard};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;

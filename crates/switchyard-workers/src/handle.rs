@@ -6,6 +6,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use switchyard_core::{Clock, WorkerId};
 use tokio::sync::{Notify, watch};
 
@@ -244,7 +245,7 @@ impl WorkerHandle {
     }
 
     /// Waits until no request is in flight; `false` if `timeout` passed first.
-    pub(crate) async fn wait_idle(&self, timeout: std::time::Duration) -> bool {
+    pub(crate) async fn wait_idle(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.idle.notified();
@@ -321,6 +322,42 @@ fn host_header(uri: &Uri) -> Option<HeaderValue> {
             HeaderValue::from_str(&format!("{host}:{}", port.as_str())).ok()
         }
         _ => HeaderValue::from_str(host).ok(),
+    }
+}
+
+impl WorkerHandle {
+    /// The request path received bytes (headers or body) from this worker. Lock-free.
+    pub fn note_progress(&self) {
+        self.progress.byte();
+    }
+
+    /// How long this worker has sent nothing while a request on it is past due, if one is.
+    pub fn silence(&self) -> Option<Duration> {
+        self.progress.silence()
+    }
+}
+
+impl InFlightGuard {
+    /// This request's bytes are due `within` from now (zero for a stream, the expected
+    /// generation time for a non-streaming answer); once past due, the worker's silence
+    /// counts toward a hung verdict. A request that never says so never makes it hung.
+    pub fn expect_bytes_within(&mut self, within: Duration) {
+        if let Some(key) = self.due_key.take() {
+            self.worker.progress.forget(key);
+        }
+        self.due_key = Some(self.worker.progress.expect(within));
+    }
+
+    /// A chunk of this stream's answer arrived (it counts as the worker's progress too).
+    /// From its first chunk on, a stream that goes quiet counts toward a hung verdict on
+    /// its own: lock-free after the first call.
+    pub fn note_chunk(&mut self) {
+        self.worker.progress.chunk(&mut self.stream);
+    }
+
+    /// This request's answer ended well: the worker is completing answers.
+    pub fn note_completed(&self) {
+        self.worker.progress.completed();
     }
 }
 

@@ -13,7 +13,15 @@ use std::time::Duration;
 use crate::breaker::BreakerState;
 use crate::latency::{LatencyFigures, LatencySource};
 use crate::status::TransitionReason;
-use crate::worker::HUNG_CHECKS;
+
+/// Every label `HungCheck::label` gives a hung-engine check, so each series exists from the
+/// start.
+pub(crate) const HUNG_CHECKS: &[&str] = &[
+    "silent",
+    "stalled_streams",
+    "deferred_gateway_lag",
+    "stalls_excused",
+];
 
 pub(crate) const STATES: &[&str] = &[
     "healthy",

@@ -2,8 +2,8 @@
 //!
 //! A worker whose HTTP server answers `/health` while its engine is stuck accepts requests
 //! and never sends a byte. The request path reports every byte it receives
-//! ([`WorkerHandle::note_progress`]) and, per request, when its bytes are due
-//! ([`InFlightGuard::expect_bytes_within`]: at once for a stream, after the whole generation
+//! (`WorkerHandle::note_progress`) and, per request, when its bytes are due
+//! (`InFlightGuard::expect_bytes_within`: at once for a stream, after the whole generation
 //! for a non-streaming answer, whose first byte is its last). A worker is silent when some
 //! request on it is past due and no byte came from any request for a while; the silence is
 //! counted from the later of the last byte and the moment the worker last went from idle to
@@ -11,8 +11,8 @@
 //!
 //! A worker can also stall each stream after its first chunks: new streams keep it from
 //! ever being silent. So every stream that has started its answer reports its own chunks
-//! ([`InFlightGuard::note_chunk`]) and every answer that ends well says so
-//! ([`InFlightGuard::note_completed`]); the supervisor reads both ([`StreamCensus`]).
+//! (`InFlightGuard::note_chunk`) and every answer that ends well says so
+//! (`InFlightGuard::note_completed`); the supervisor reads both ([`StreamCensus`]).
 
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
@@ -20,8 +20,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use switchyard_core::Clock;
-
-use crate::handle::{InFlightGuard, WorkerHandle};
 
 /// Timestamps as nanoseconds since the tracker's epoch on the registry's clock.
 pub(crate) struct Progress {
@@ -178,42 +176,6 @@ impl Progress {
             .load(Ordering::Relaxed)
             .max(self.busy_since.load(Ordering::Relaxed));
         Some(Duration::from_nanos(now.saturating_sub(since)))
-    }
-}
-
-impl WorkerHandle {
-    /// The request path received bytes (headers or body) from this worker. Lock-free.
-    pub fn note_progress(&self) {
-        self.progress.byte();
-    }
-
-    /// How long this worker has sent nothing while a request on it is past due, if one is.
-    pub fn silence(&self) -> Option<Duration> {
-        self.progress.silence()
-    }
-}
-
-impl InFlightGuard {
-    /// This request's bytes are due `within` from now (zero for a stream, the expected
-    /// generation time for a non-streaming answer); once past due, the worker's silence
-    /// counts toward a hung verdict. A request that never says so never makes it hung.
-    pub fn expect_bytes_within(&mut self, within: Duration) {
-        if let Some(key) = self.due_key.take() {
-            self.worker.progress.forget(key);
-        }
-        self.due_key = Some(self.worker.progress.expect(within));
-    }
-
-    /// A chunk of this stream's answer arrived (it counts as the worker's progress too).
-    /// From its first chunk on, a stream that goes quiet counts toward a hung verdict on
-    /// its own: lock-free after the first call.
-    pub fn note_chunk(&mut self) {
-        self.worker.progress.chunk(&mut self.stream);
-    }
-
-    /// This request's answer ended well: the worker is completing answers.
-    pub fn note_completed(&self) {
-        self.worker.progress.completed();
     }
 }
 

@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::{CheckConfig, CheckInput, Checker, Verdict, Violation, cap_ops};
+use super::config::CheckConfig;
+use super::verdict::{CheckInput, Checker, Verdict, Violation, cap_ops};
 use crate::history::{FaultPhase, History, Operation, Outcome};
 
 pub struct AvailabilityChecker;

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use switchyard_core::QuotaScope;
 
-use super::{CheckInput, Checker, Verdict, Violation, cap_ops};
+use super::verdict::{CheckInput, Checker, Verdict, Violation, cap_ops};
 use crate::history::{Op, OpResult, Operation, Outcome};
 use crate::state::{scope_covers, scopes_overlap};
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
-use super::{CheckInput, Checker, Verdict, Violation};
+use super::verdict::{CheckInput, Checker, Verdict, Violation};
 use crate::NodeId;
 use crate::state::NodeState;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{CheckInput, Checker, Verdict, Violation, cap_ops};
+use super::verdict::{CheckInput, Checker, Verdict, Violation, cap_ops};
 use crate::NodeId;
 use crate::history::{Op, OpResult, Operation, Outcome};
 use crate::state::{NodeState, OverrideStatus, ReportId, scope_covers};

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{CheckInput, Checker, Verdict, Violation};
+use super::verdict::{CheckInput, Checker, Verdict, Violation};
 use crate::history::{Op, OpResult, Operation, Outcome};
 use crate::state::OverrideStatus;
 

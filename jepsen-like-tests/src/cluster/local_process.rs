@@ -13,12 +13,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::local_config::{
-    LocalClusterConfig, NetworkMode, create_dir, plan_addresses, resolve_program,
-};
+use super::contract::{Cluster, Endpoint};
+use super::error::ClusterError;
+use super::local_config::{LocalClusterConfig, NetworkMode, plan_addresses};
+use super::local_host::{create_dir, resolve_program};
+use super::node_api::{ClusterLayout, NodeApi, NodeInfo};
 use super::template::TemplateVars;
 use super::workers::{WorkerFleet, WorkerInfo};
-use super::{Cluster, ClusterError, ClusterLayout, Endpoint, NodeApi, NodeInfo};
 use crate::NodeId;
 use crate::nemesis::PartitionPlan;
 use crate::nemesis::command::SystemRunner;

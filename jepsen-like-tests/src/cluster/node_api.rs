@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::ClusterError;
+use super::error::ClusterError;
+use super::template::TemplateVars;
 use super::workers::WorkerInfo;
 use crate::NodeId;
 use crate::state::NodeState;
@@ -27,7 +28,7 @@ pub struct NodeInfo {
     pub log_path: PathBuf,
 }
 
-impl super::TemplateVars {
+impl TemplateVars {
     /// What `node`'s templates expand to, within the cluster `all`.
     pub fn for_node(node: &NodeInfo, all: &[NodeInfo], secret: &str) -> Self {
         let members = all

@@ -8,8 +8,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::ClusterError;
-use super::local_config::{free_port, resolve_program};
+use super::error::ClusterError;
+use super::local_host::{free_port, resolve_program};
 use super::template::{TemplateError, render_with};
 use crate::nemesis::process::{ManagedProcess, ProcessSpec};
 

@@ -1,11 +1,11 @@
 //! Hand-built histories for checker tests and examples: operations are given as intervals in
 //! milliseconds and may be added in any order; `build` sorts them into a consistent history.
 
-use super::{
+use super::events::{
     Entry, ErrorInfo, Event, EventType, FaultEvent, FaultPhase, History, Op, OpResult, ProcessId,
 };
 use crate::NodeId;
-use crate::workload::Completion;
+use crate::workload::completion::Completion;
 
 #[derive(Clone, Debug, Default)]
 pub struct HistoryBuilder {

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::{Entry, History};
+use super::events::{Entry, History};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {

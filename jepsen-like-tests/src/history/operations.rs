@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 
-use super::{ErrorInfo, Event, EventType, HistoryError, Op, OpResult, ProcessId};
+use super::events::{ErrorInfo, Event, EventType, History, Op, OpResult, ProcessId};
+use super::io::HistoryError;
 use crate::NodeId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -122,6 +123,15 @@ impl fmt::Display for Operation {
             Some(end) => write!(f, " @{:.3}s–{:.3}s", seconds(self.start_ns()), seconds(end)),
             None => write!(f, " @{:.3}s–", seconds(self.start_ns())),
         }
+    }
+}
+
+// Pairing lives here rather than next to `History` so the entry types do not depend on the
+// operations built from them.
+impl History {
+    /// Pairs every invocation with its completion.
+    pub fn operations(&self) -> Result<Vec<Operation>, HistoryError> {
+        pair(self.events())
     }
 }
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::time::Instant;
 
-use super::{
-    Entry, ErrorInfo, Event, EventType, FaultEvent, FaultPhase, History, HistoryError,
-    HistoryWriter, Op, OpResult, ProcessId,
+use super::events::{
+    Entry, ErrorInfo, Event, EventType, FaultEvent, FaultPhase, History, Op, OpResult, ProcessId,
 };
+use super::io::{HistoryError, HistoryWriter};
 use crate::NodeId;
 
 #[derive(Debug)]

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
-use super::PartitionShape;
 use super::command::{CommandError, CommandRunner, args};
+use super::fault::{PartitionShape, Target};
 use super::netns::NetnsLab;
 use crate::NodeId;
 
@@ -60,8 +60,8 @@ impl PartitionPlan {
                     .collect();
                 Self::from_groups(&[minority.clone(), majority])
             }
-            PartitionShape::Isolate(super::Target::Node(node)) => Self::isolate(*node, all),
-            PartitionShape::Isolate(super::Target::Leader) => {
+            PartitionShape::Isolate(Target::Node(node)) => Self::isolate(*node, all),
+            PartitionShape::Isolate(Target::Leader) => {
                 leader.map_or_else(Self::default, |node| Self::isolate(node, all))
             }
             PartitionShape::Bridge { bridge } => Self::bridge(*bridge, all),

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Fault, NemesisKind, PartitionShape, Target};
+use super::fault::{Fault, NemesisKind, PartitionShape, Target};
 use crate::NodeId;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::RunConfig;
+use super::config::RunConfig;
 use crate::nemesis::{NemesisKind, UnknownNemesis};
 use crate::workload::MixConfig;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::RunConfig;
+use super::config::RunConfig;
 use crate::cluster::Cluster;
 use crate::history::Recorder;
 use crate::state::{FinalStates, NodeRead, NodeState};

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::RunConfig;
+use super::config::RunConfig;
 use crate::cluster::{ClusterError, LocalClusterConfig, LocalProcessCluster, NetworkMode};
 use crate::switchyard::{
     Credentials, SwitchyardNodeApi, SwitchyardSettings, SwitchyardTransport, check_config,

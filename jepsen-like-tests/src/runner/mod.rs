@@ -7,9 +7,11 @@
 //! run owns everything it started and dropping it cancels all of it.
 
 pub mod cli;
+mod config;
 mod final_reads;
 pub mod local;
 mod nemesis_driver;
+mod outcome;
 pub mod report;
 pub mod results;
 pub mod stand_in;
@@ -18,118 +20,17 @@ pub mod summary;
 use futures_util::future::join_all;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::Duration;
 use tokio::time::{Instant, timeout};
 
-use crate::NodeId;
-use crate::checker::{
-    CheckConfig, Validity, Verdict, WindowStats, availability_by_fault, check_all,
-};
-use crate::cluster::{Cluster, ClusterError, Endpoint};
-use crate::history::{ErrorInfo, EventType, History, HistoryError, HistoryWriter, Recorder};
-use crate::nemesis::{NemesisKind, Schedule, ScheduleConfig};
-use crate::state::FinalStates;
-use crate::workload::{Completion, Workload, WorkloadError};
+use crate::checker::{availability_by_fault, check_all};
+use crate::cluster::{Cluster, Endpoint};
+use crate::history::{ErrorInfo, EventType, HistoryWriter, Recorder};
+use crate::nemesis::Schedule;
+use crate::workload::{Completion, Workload};
 
+pub use config::{RunConfig, ScheduleOverrides};
 pub use nemesis_driver::{AppliedFault, FaultOutcome};
-
-/// Overrides of the schedule's defaults (see [`ScheduleConfig::new`]).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ScheduleOverrides {
-    pub quiet_start: Option<Duration>,
-    pub gap: Option<(Duration, Duration)>,
-    pub window: Option<(Duration, Duration)>,
-    pub recovery: Option<Duration>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunConfig {
-    pub duration: Duration,
-    pub seed: u64,
-    pub nemeses: Vec<NemesisKind>,
-    /// Concurrent clients; each rotates over the replicas.
-    pub clients: usize,
-    /// Pause between two operations of one client.
-    pub think_time: Duration,
-    pub schedule: ScheduleOverrides,
-    /// Where the history and artifacts go (created by the caller); none: memory only.
-    pub results_dir: Option<PathBuf>,
-    pub check: CheckConfig,
-    /// Pause between rounds of final reads while waiting for agreement.
-    pub final_read_interval: Duration,
-}
-
-impl RunConfig {
-    pub fn new(duration: Duration, seed: u64, nemeses: Vec<NemesisKind>) -> Self {
-        Self {
-            duration,
-            seed,
-            nemeses,
-            clients: 10,
-            think_time: Duration::from_millis(20),
-            schedule: ScheduleOverrides::default(),
-            results_dir: None,
-            check: CheckConfig::default(),
-            final_read_interval: Duration::from_millis(500),
-        }
-    }
-
-    pub fn schedule_config(&self, nodes: Vec<NodeId>) -> ScheduleConfig {
-        let mut config = ScheduleConfig::new(nodes, self.duration, self.nemeses.clone());
-        let o = &self.schedule;
-        config.quiet_start = o.quiet_start.unwrap_or(config.quiet_start);
-        config.gap = o.gap.unwrap_or(config.gap);
-        config.window = o.window.unwrap_or(config.window);
-        config.recovery = o.recovery.unwrap_or(config.recovery);
-        config
-    }
-
-    /// How long a client waits before abandoning a request: past the promised timeout plus
-    /// twice the grace, so a late answer is still seen (and flagged) rather than cut off.
-    pub fn abandon_after(&self) -> Duration {
-        self.check.request_timeout + self.check.hang_grace * 2
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("cluster: {0}")]
-    Cluster(#[from] ClusterError),
-    #[error(transparent)]
-    Workload(#[from] WorkloadError),
-    #[error(transparent)]
-    History(#[from] HistoryError),
-}
-
-/// Everything a run produced.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunOutcome {
-    pub nodes: Vec<NodeId>,
-    pub config: RunConfig,
-    pub schedule: Schedule,
-    pub faults: Vec<AppliedFault>,
-    pub history: History,
-    pub final_states: FinalStates,
-    pub availability: BTreeMap<String, WindowStats>,
-    pub verdicts: Vec<Verdict>,
-    pub node_logs: BTreeMap<NodeId, PathBuf>,
-}
-
-impl RunOutcome {
-    /// No checker found a violation.
-    pub fn passed(&self) -> bool {
-        self.verdicts
-            .iter()
-            .all(|v| v.validity != Validity::Invalid)
-    }
-
-    pub fn verdict(&self, checker: &str) -> Option<&Verdict> {
-        self.verdicts.iter().find(|v| v.checker == checker)
-    }
-}
+pub use outcome::{RunError, RunOutcome};
 
 async fn client_loop<W: Workload>(
     slot: usize,

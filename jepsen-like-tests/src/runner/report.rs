@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::{FaultOutcome, RunOutcome};
+use super::nemesis_driver::FaultOutcome;
+use super::outcome::RunOutcome;
 use crate::checker::Validity;
 use crate::history::Outcome;
 

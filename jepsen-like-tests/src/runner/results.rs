@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::RunOutcome;
+use super::outcome::RunOutcome;
 use crate::checker::{CheckConfig, Verdict, check_all};
 use crate::history::read_history;
 use crate::state::FinalStates;

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
+use super::nemesis_driver::{AppliedFault, FaultOutcome};
 use super::results::{self, ResultsError};
-use super::{AppliedFault, FaultOutcome};
 use crate::checker::{CheckConfig, Validity, Verdict, WindowStats, availability_by_fault};
 use crate::history::read_history;
 use crate::nemesis::Schedule;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use switchyard_core::QuotaScope;
 use tokio::time::Instant;
 
-use super::SimBugs;
+use super::bugs::SimBugs;
 use crate::history::{ErrorInfo, Op, OpResult, OverrideView};
 use crate::state::{BudgetState, NodeState, OverrideState, OverrideStatus, ReportId, scope_covers};
 use crate::workload::Completion;

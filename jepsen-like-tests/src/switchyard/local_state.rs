@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use switchyard_core::{Purpose, QuotaScope};
 
-use super::{CHAOS_REPORTER, CHAOS_REPORTER_BASE};
+use super::credentials::{CHAOS_REPORTER, CHAOS_REPORTER_BASE};
 use crate::state::{
     BudgetState, LeaseState, NodeState, OverrideState, OverrideStatus, ReportId, scopes_overlap,
 };

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::QuotaScope;
 
+use super::credentials::Credentials;
 use super::http::HttpClient;
 use super::local_state::LocalState;
 use super::node_config::{self, ConfigInputs};
-use super::{Credentials, SwitchyardSettings};
+use super::settings::SwitchyardSettings;
 use crate::cluster::{ClusterError, ClusterLayout, NodeApi, NodeInfo};
 
 /// The file every replica is started with (`{node_dir}/switchyard.toml` in the template).

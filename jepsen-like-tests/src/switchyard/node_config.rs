@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use switchyard_core::QuotaScope;
 use toml::{Table, Value};
 
-use super::Credentials;
+use super::credentials::Credentials;
 use crate::cluster::{ClusterLayout, NodeInfo};
 
 fn table(pairs: impl IntoIterator<Item = (&'static str, Value)>) -> Value {

@@ -17,16 +17,18 @@ use std::time::Duration;
 use switchyard_core::header_names;
 use switchyard_core::{Purpose, QuotaScope};
 
-use super::http::{HttpClient, Reply};
+use super::credentials::{CHAOS_REPORTER_BASE, Credentials};
+use super::http::HttpClient;
 use super::local_state::parse_status;
-use super::{CHAOS_REPORTER_BASE, Credentials};
 use crate::cluster::Endpoint;
 use crate::history::{ErrorInfo, Op, OpResult, OverrideView};
 use crate::workload::{Completion, OpTransport, WorkloadError};
 
+mod client;
 mod outcome;
 mod setup;
 
+use client::GatewayClient;
 use outcome::{as_read_failure, error_info, lost, read_outcome, write_outcome};
 
 /// Words long enough that the gateway's estimate (4 characters a token) covers what the
@@ -43,47 +45,22 @@ const PROMPT_WORDS: [&str; 8] = [
 ];
 
 pub struct SwitchyardTransport {
-    http: HttpClient,
-    credentials: Arc<Credentials>,
+    client: GatewayClient,
     model: String,
-    /// Per request; past it the operation is `info`.
-    timeout: Duration,
     prompts: AtomicU64,
 }
 
 impl SwitchyardTransport {
     pub fn new(credentials: Arc<Credentials>, model: impl Into<String>, timeout: Duration) -> Self {
         Self {
-            http: HttpClient::new(),
-            credentials,
+            client: GatewayClient {
+                http: HttpClient::new(),
+                credentials,
+                timeout,
+            },
             model: model.into(),
-            timeout,
             prompts: AtomicU64::new(0),
         }
-    }
-
-    async fn admin(
-        &self,
-        endpoint: &Endpoint,
-        principal: &str,
-        method: Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-    ) -> Result<Reply, Completion> {
-        let Some(auth) = self.credentials.admin_auth(principal) else {
-            return Err(Completion::Fail(ErrorInfo::new("unknown_principal")));
-        };
-        let url = format!("{}{path}", endpoint.base_url());
-        self.http
-            .call(
-                method,
-                &url,
-                &[("authorization", auth.as_str())],
-                body.map(|b| b.to_string()),
-                self.timeout,
-            )
-            .await
-            .map_err(|e| lost(&e))
     }
 
     async fn spend(&self, endpoint: &Endpoint, op: &Op) -> Completion {
@@ -96,7 +73,7 @@ impl SwitchyardTransport {
         else {
             return Completion::Fail(ErrorInfo::new("not_a_spend"));
         };
-        let Some(auth) = self.credentials.tenant_auth(caller) else {
+        let Some(auth) = self.client.credentials.tenant_auth(caller) else {
             return Completion::Fail(ErrorInfo::new("unknown_caller"));
         };
         let n = self.prompts.fetch_add(1, Ordering::Relaxed) as usize;
@@ -123,13 +100,14 @@ impl SwitchyardTransport {
         ];
         let url = format!("{}/v1/chat/completions", endpoint.base_url());
         let reply = match self
+            .client
             .http
             .call(
                 Method::POST,
                 &url,
                 &headers,
                 Some(body.to_string()),
-                self.timeout,
+                self.client.timeout,
             )
             .await
         {
@@ -160,8 +138,9 @@ impl SwitchyardTransport {
     }
 
     async fn read_spend(&self, endpoint: &Endpoint, scope: &QuotaScope) -> Completion {
-        let runner = self.credentials.runner.clone();
+        let runner = self.client.credentials.runner.clone();
         let reply = match self
+            .client
             .admin(endpoint, &runner, Method::GET, "/admin/quota", None)
             .await
         {
@@ -185,8 +164,9 @@ impl SwitchyardTransport {
     }
 
     async fn list_overrides(&self, endpoint: &Endpoint) -> Completion {
-        let runner = self.credentials.runner.clone();
+        let runner = self.client.credentials.runner.clone();
         let reply = match self
+            .client
             .admin(endpoint, &runner, Method::GET, "/admin/overrides", None)
             .await
         {
@@ -217,7 +197,7 @@ impl OpTransport for SwitchyardTransport {
         endpoints: &[Endpoint],
         budgets: &BTreeMap<QuotaScope, u64>,
     ) -> Result<(), WorkloadError> {
-        setup::prepare(self, endpoints, budgets).await
+        setup::prepare(&self.client, endpoints, budgets).await
     }
 
     async fn execute(&self, endpoint: &Endpoint, op: &Op) -> Completion {
@@ -238,8 +218,9 @@ impl OpTransport for SwitchyardTransport {
                     "purpose": scope.purpose,
                     "tokens": tokens,
                 });
-                let runner = self.credentials.runner.clone();
+                let runner = self.client.credentials.runner.clone();
                 match self
+                    .client
                     .admin(
                         endpoint,
                         &runner,
@@ -269,6 +250,7 @@ impl OpTransport for SwitchyardTransport {
                     "duration_secs": (duration_ms / 1000).max(1),
                 });
                 match self
+                    .client
                     .admin(
                         endpoint,
                         requester,
@@ -289,6 +271,7 @@ impl OpTransport for SwitchyardTransport {
             Op::ApproveOverride { id, approver } => {
                 let path = format!("/admin/overrides/{id}/approve");
                 match self
+                    .client
                     .admin(endpoint, approver, Method::POST, &path, None)
                     .await
                 {
@@ -300,6 +283,7 @@ impl OpTransport for SwitchyardTransport {
                 let path = format!("/admin/overrides/{id}");
                 let body = serde_json::json!({"reason": "chaos workload"});
                 match self
+                    .client
                     .admin(endpoint, principal, Method::DELETE, &path, Some(body))
                     .await
                 {
@@ -309,8 +293,9 @@ impl OpTransport for SwitchyardTransport {
             }
             Op::RecordAffinity { prefix_key, worker } => {
                 let body = serde_json::json!({"prefix_key": prefix_key, "worker": worker});
-                let runner = self.credentials.runner.clone();
+                let runner = self.client.credentials.runner.clone();
                 match self
+                    .client
                     .admin(
                         endpoint,
                         &runner,

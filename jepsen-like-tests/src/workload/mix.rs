@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use switchyard_core::{Priority, Purpose, QuotaScope};
 
-use super::Completion;
+use super::completion::Completion;
 use crate::history::{Op, OpResult};
 
 /// Relative weights of the operation kinds.

@@ -3,6 +3,7 @@
 //! standard mix ([`QuotaMix`]) over a pluggable [`OpTransport`] (the HTTP calls to a real
 //! gateway are the part left to wire; the in-memory cluster has its own transport).
 
+pub(crate) mod completion;
 mod mix;
 
 use rand::rngs::StdRng;
@@ -11,19 +12,10 @@ use std::future::Future;
 use switchyard_core::QuotaScope;
 
 use crate::cluster::Endpoint;
-use crate::history::{ErrorInfo, Op, OpResult};
+use crate::history::{ErrorInfo, Op};
 
+pub use completion::Completion;
 pub use mix::{MixConfig, OpWeights, QuotaMix};
-
-/// How an invocation ended, as the client saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Completion {
-    Ok(OpResult),
-    /// Definitely had no effect (refused, connection refused before sending).
-    Fail(ErrorInfo),
-    /// May or may not have had an effect (timeout, connection lost mid-request).
-    Info(ErrorInfo),
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {

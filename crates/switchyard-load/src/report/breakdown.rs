@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::LatencySummary;
+use super::summary::LatencySummary;
 use crate::exchange::Outcome;
 
 /// Outcomes of the requests in one slice (a priority class or a client retry group).

@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use super::breakdown::{Tally, TargetLoad, ratio};
-use super::{LatencySummary, LoadReport, UNKNOWN_WORKER, WorkerLoad};
-use crate::Workload;
+use super::load_report::LoadReport;
+use super::summary::{LatencySummary, WorkerLoad};
 use crate::client_retry::ClientRetryMode;
-use crate::exchange::{Failure, Outcome};
+use crate::config::Workload;
+use crate::exchange::{Failure, Outcome, UNKNOWN_WORKER};
 use crate::priority::PriorityClass;
 use crate::timeline::Timeline;
 

@@ -13,9 +13,9 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::request::{ChatMessage, PlannedRequest, TurnTicket};
 use super::text::{derive_seed, random_words};
 use super::zipf::Zipf;
-use super::{ChatMessage, PlannedRequest, TurnTicket};
 
 /// Conversations kept open; more are opened only while all of these wait for answers.
 const ACTIVE_CONVERSATIONS: usize = 96;

@@ -3,8 +3,8 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::request::{ChatMessage, PlannedRequest};
 use super::text::{derive_seed, random_words};
-use super::{ChatMessage, PlannedRequest};
 
 const HOT_KEYS: usize = 3;
 const HOT_PREFIX_WORDS: usize = 400;

@@ -6,9 +6,9 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::request::{ChatMessage, PlannedRequest, TurnTicket};
 use super::text::{derive_seed, random_words};
 use super::zipf::Zipf;
-use super::{ChatMessage, PlannedRequest, TurnTicket};
 
 const SYSTEM_PROMPTS: usize = 4;
 const SYSTEM_PROMPT_WORDS: usize = 300;

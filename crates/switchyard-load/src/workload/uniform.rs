@@ -3,8 +3,8 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::request::{ChatMessage, PlannedRequest};
 use super::text::{derive_seed, random_words};
-use super::{ChatMessage, PlannedRequest};
 
 const PROMPT_WORDS: std::ops::RangeInclusive<usize> = 180..=220;
 const REQUEST_STREAM: u64 = 21;

@@ -1,49 +1,16 @@
 //! Announcing this replica's affinity moves, and applying moves announced by others.
 
-use super::{CacheAwarePolicy, KeyOf};
+use super::CacheAwarePolicy;
+use super::deviation::Deviation;
+use super::key::KeyOf;
 use crate::affinity::{AffinityApplied, AffinityEvent, AffinityReason};
 use crate::hash::stable_hash;
-use crate::policy::RoutingStats;
 use crate::ring::Ring;
 use crate::routing_key::{RoutingKeySource, leading_chars};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use switchyard_core::WorkerId;
-
-/// A decision that deviated from hash placement, already applied locally.
-pub(super) enum Deviation {
-    Migration {
-        /// Prompt bytes of the migrated prefix.
-        matched: usize,
-        displaced: Vec<WorkerId>,
-    },
-    LoadMove,
-    /// A first turn placed by its system prompt's group plan, which each replica builds from
-    /// its own share estimates: announced (as a load move) so replicas that share events
-    /// send the later turns exactly there, whatever their own plan says.
-    GroupPlacement,
-}
-
-#[derive(Debug, Default)]
-pub(super) struct AffinityCounters {
-    migrations: AtomicU64,
-    load_moves: AtomicU64,
-    applied: AtomicU64,
-    ignored: AtomicU64,
-}
-
-impl AffinityCounters {
-    pub(super) fn snapshot(&self) -> RoutingStats {
-        RoutingStats {
-            migrations: self.migrations.load(Ordering::Relaxed),
-            load_moves: self.load_moves.load(Ordering::Relaxed),
-            affinity_events_applied: self.applied.load(Ordering::Relaxed),
-            affinity_events_ignored: self.ignored.load(Ordering::Relaxed),
-            ..RoutingStats::default()
-        }
-    }
-}
 
 impl CacheAwarePolicy {
     /// Counts a deviation and publishes it to the sink (by worker name). The event is keyed by

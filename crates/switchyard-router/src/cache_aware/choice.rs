@@ -1,7 +1,7 @@
 //! What the policy decided for one request, and the branch it is counted under.
 
-use super::affinity::Deviation;
 use super::branches::*;
+use super::deviation::Deviation;
 use super::placement::PlacementKind;
 use switchyard_core::WorkerId;
 

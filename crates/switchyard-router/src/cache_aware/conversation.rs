@@ -8,7 +8,7 @@
 //! same way on every replica and at every turn, and a session's next conversation lands on a
 //! fresh ring position, which spreads busy sessions without any load signal.
 
-use super::KeyOf;
+use super::key::KeyOf;
 use super::matching::Affinity;
 use crate::hash::stable_hash_seeded;
 use crate::routing_key::RoutingKeySource;

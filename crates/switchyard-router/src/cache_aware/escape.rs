@@ -18,7 +18,8 @@
 //! report gauges show their batch size themselves: the most requests one reported running
 //! while others waited is its batch, so where no depth is configured that learned one applies.
 
-use super::{CacheAwareConfig, Choice};
+use super::choice::Choice;
+use super::config::CacheAwareConfig;
 use crate::load::CandidateLoads;
 use crate::policy::{Candidate, ReportedLoad};
 use crate::ring::Ring;
@@ -114,7 +115,7 @@ fn escape(
         return None;
     }
     let home_load = saturated.running.saturating_add(saturated.queued);
-    let placed = ring.place_where(ring.successor(key), loads, |member, _| {
+    let placed = loads.place_where(ring, ring.successor(key), |member, _| {
         member != home_member
             && reported.of(member).is_some_and(|load| {
                 load.queued == 0 && load.running.saturating_add(load.queued) < home_load
@@ -144,7 +145,7 @@ fn busy_escape(
     if home_load < min_load {
         return None;
     }
-    let placed = ring.place_where(ring.successor(key), loads, |member, _| {
+    let placed = loads.place_where(ring, ring.successor(key), |member, _| {
         member != home_member
             && reported
                 .known_load(loads, member)

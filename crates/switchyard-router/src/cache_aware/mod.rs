@@ -19,15 +19,18 @@ mod choice;
 mod config;
 mod conversation;
 mod decayed;
+mod deviation;
 mod escape;
 mod fleet_share;
 mod group_shares;
+mod key;
 mod matching;
 mod openings;
 mod placement;
 mod plan_churn;
 mod prompt_group;
 mod recent;
+mod slot_draw;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -53,17 +56,18 @@ pub use config::CacheAwareConfig;
 pub use conversation::USER_TURN_MARKER;
 
 use crate::affinity::{AffinityApplied, AffinityEvent, AffinitySink};
-use crate::config::ConsistentHashConfig;
 use crate::error::RouterError;
 use crate::hash::stable_hash;
 use crate::load::{CandidateLoads, CandidateView, LeastLoaded, LoadBound, is_imbalanced};
 use crate::membership::Membership;
 use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingStats};
-use crate::routing_key::{RoutingKeyConfig, RoutingKeySource, routing_key};
-use affinity::{AffinityCounters, Deviation};
+use crate::ring::ConsistentHashConfig;
+use crate::routing_key::{RoutingKeyConfig, routing_key};
 use branches::*;
 use choice::Choice;
+use deviation::{AffinityCounters, Deviation};
 use escape::{ReportedLoads, later_turn_escape};
+use key::KeyOf;
 use matching::{best_cache_match, least_busy_holder};
 use parking_lot::Mutex;
 use placement::{Grouping, PlacementKind};
@@ -85,15 +89,6 @@ pub struct CacheAwarePolicy {
     clock: WallClock,
     sink: Arc<dyn AffinitySink>,
     counters: AffinityCounters,
-}
-
-/// The request's routing key, as placement and affinity events use it.
-#[derive(Clone, Copy)]
-pub(super) struct KeyOf<'r> {
-    /// `stable_hash` of the key text: the ring position and the override / event key.
-    hash: u64,
-    text: &'r str,
-    source: RoutingKeySource,
 }
 
 impl CacheAwarePolicy {

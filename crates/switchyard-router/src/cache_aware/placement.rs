@@ -1,8 +1,9 @@
 //! Placing a request no worker holds an affinity for: hash its routing key onto the ring
 //! (bounded load), unless a replica already moved that key elsewhere (a placement override).
 
-use super::prompt_group::{self, GroupPlacement, Slot};
+use super::prompt_group::{self, GroupPlacement};
 use super::recent::ShareBound;
+use super::slot_draw::Slot;
 use crate::hash::PrehashedKey;
 use crate::load::{CandidateLoads, LoadBound};
 use crate::ring::Ring;
@@ -147,9 +148,9 @@ pub(super) fn place(
         }
     }
     let start = ring.successor(key);
-    let placed = ring
-        .place_where(start, loads, within_both)
-        .or_else(|| ring.place(start, loads, bound))?;
+    let placed = loads
+        .place_where(ring, start, within_both)
+        .or_else(|| loads.place(ring, start, bound))?;
     let kind = if placed.skipped_load {
         PlacementKind::LoadMove
     } else if placed.skipped_filtered {
@@ -179,7 +180,7 @@ pub(super) fn place_sticky(
             return Some((worker, PlacementKind::Override));
         }
     }
-    let placed = ring.place_where(ring.successor(key), loads, |_, _| true)?;
+    let placed = loads.place_where(ring, ring.successor(key), |_, _| true)?;
     let kind = if placed.skipped_filtered {
         PlacementKind::HashFallback
     } else {

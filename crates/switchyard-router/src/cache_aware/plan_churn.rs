@@ -9,7 +9,7 @@
 //! sample of conversation positions per prompt, so a re-plan pays a small, bounded cost.
 
 use super::group_shares::GroupShares;
-use super::prompt_group::{Plans, Slot, higher_first, score};
+use super::slot_draw::{Plans, drawn, higher_first};
 use crate::hash::stable_hash_seeded;
 use crate::ring::Ring;
 use switchyard_core::WorkerId;
@@ -30,19 +30,6 @@ pub(super) struct Churn {
     /// Of those, moved between two workers on both rings: beyond what a worker leaving or
     /// joining forces (its own conversations out, its share in).
     pub(super) between_stayers: f64,
-}
-
-/// The worker a conversation at `conversation` draws among `slots` by weighted rendezvous,
-/// load aside (as `prompt_group::place` ranks them before any bound).
-pub(super) fn drawn(ring: &Ring, slots: &[Slot], conversation: u64) -> Option<WorkerId> {
-    let (_, member) = slots
-        .iter()
-        .filter_map(|&(member, weight)| {
-            let name = ring.member(member)?.name.as_bytes();
-            Some((score(name, conversation, weight), member))
-        })
-        .min_by(higher_first)?;
-    Some(ring.member(member)?.id)
 }
 
 /// Of the traffic of the busiest prompts planned both `before` and `after` (each a ring and
@@ -100,6 +87,7 @@ pub(super) fn position(group: u64, sample: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache_aware::slot_draw::Slot;
     use crate::ring::Member;
     use std::sync::Arc;
     use std::time::Duration;

@@ -14,12 +14,11 @@
 
 use super::group_shares::GroupShares;
 use super::plan_churn;
-use crate::hash::{PrehashedKey, stable_hash_seeded};
+use super::slot_draw::{Plans, Slot, higher_first, score};
+use crate::hash::stable_hash_seeded;
 use crate::load::CandidateLoads;
 use crate::ring::Ring;
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::WorkerId;
@@ -70,12 +69,6 @@ pub(super) struct GroupPlan {
     moved_share: f64,
     moved_between_stayers_on_ring_change: f64,
 }
-
-/// Each planned system prompt's slots.
-pub(super) type Plans = HashMap<u64, Vec<Slot>, BuildHasherDefault<PrehashedKey>>;
-
-/// A worker (ring member index) of a prompt's group and its part of the prompt's traffic.
-pub(super) type Slot = (u32, f64);
 
 impl GroupPlan {
     /// Rebuilds the plan when the ring changed or `every` passed since the last build, once
@@ -250,20 +243,6 @@ pub(super) fn ranking(ring: &Ring, group: u64) -> Vec<u32> {
         .collect();
     ranked.sort_unstable_by(|a, b| b.cmp(a));
     ranked.into_iter().map(|(_, index)| index).collect()
-}
-
-/// The order of prompts by share and of a conversation's slots by score: the higher figure
-/// first, ties to the lower prompt or member, so every replica orders alike.
-pub(super) fn higher_first<T: Ord>(a: &(f64, T), b: &(f64, T)) -> std::cmp::Ordering {
-    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
-}
-
-/// Weighted rendezvous score of `name` for `conversation`: the highest score wins, and each
-/// worker wins in proportion to its weight.
-pub(super) fn score(name: &[u8], conversation: u64, weight: f64) -> f64 {
-    // A uniform draw in (0, 1) from the top 53 bits.
-    let draw = ((stable_hash_seeded(name, conversation) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    weight / -draw.ln()
 }
 
 /// Where a turn of conversation `conversation` goes among its prompt's `slots` (the prompt

@@ -1,6 +1,7 @@
 //! The group plan as replicas with slightly different share estimates build it.
 
 use super::*;
+use crate::cache_aware::slot_draw;
 use crate::policy::Candidate;
 use crate::ring::Member;
 
@@ -264,7 +265,7 @@ fn a_re_plan_reports_the_traffic_it_moves_and_a_ring_change_is_kept_apart() {
             let drew = (0..samples)
                 .filter(|&s| {
                     let conversation = plan_churn::position(group, s);
-                    plan_churn::drawn(&four, slots, conversation) == Some(WorkerId(3))
+                    slot_draw::drawn(&four, slots, conversation) == Some(WorkerId(3))
                 })
                 .count();
             shares.share(group) * drew as f64 / samples as f64

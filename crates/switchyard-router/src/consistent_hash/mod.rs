@@ -3,12 +3,12 @@
 #[cfg(test)]
 mod tests;
 
-use crate::config::ConsistentHashConfig;
 use crate::hash::stable_hash;
 use crate::hotspot::{HotKeys, HotspotConfig};
 use crate::load::{CandidateLoads, LeastLoaded, LoadBound};
 use crate::membership::Membership;
 use crate::policy::{Candidate, Decision, RouteRequest, RoutingPolicy, RoutingStats};
+use crate::ring::ConsistentHashConfig;
 use crate::routing_key::{RoutingKeyConfig, routing_key};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -163,7 +163,7 @@ impl RoutingPolicy for ConsistentHashPolicy {
                 start = ring.nth_distinct_from(hash, index);
             }
         }
-        let Some(placed) = ring.place(start, &loads, bound) else {
+        let Some(placed) = loads.place(&ring, start, bound) else {
             return self.least_loaded_decision(candidates, RING_FALLBACK);
         };
         let worker: WorkerId = ring.member(placed.member)?.id;

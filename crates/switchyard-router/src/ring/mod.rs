@@ -4,14 +4,14 @@
 //! A ring is immutable once built; membership changes build a new one and publish it (see
 //! `membership`), so the request path reads it without locks.
 
-mod movement;
+mod config;
+pub(crate) mod movement;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use movement::moved_share;
+pub use config::ConsistentHashConfig;
 
 use crate::hash::stable_hash_seeded;
-use crate::load::{CandidateLoads, LoadBound};
 use std::sync::Arc;
 use switchyard_core::WorkerId;
 
@@ -35,16 +35,6 @@ pub(crate) struct Ring {
     members: Vec<Member>,
     /// (id, member index), sorted by id.
     by_id: Vec<(WorkerId, u32)>,
-}
-
-/// Where a walk around the ring stopped, and what it passed on the way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Placement {
-    pub(crate) member: u32,
-    /// It passed a vnode whose worker is not a candidate (filtered by the gateway).
-    pub(crate) skipped_filtered: bool,
-    /// It passed a candidate above the load bound.
-    pub(crate) skipped_load: bool,
 }
 
 impl Ring {
@@ -152,54 +142,10 @@ impl Ring {
         members
     }
 
-    /// Walks clockwise from ring index `start` to the first vnode whose worker is a candidate
-    /// within the load bound. None if no ring worker qualifies.
-    pub(crate) fn place(
-        &self,
-        start: usize,
-        loads: &CandidateLoads,
-        bound: LoadBound,
-    ) -> Option<Placement> {
-        self.place_where(start, loads, |_, in_flight| bound.accepts(in_flight))
-    }
-
-    /// Like [`Self::place`], with the load test `accepts(member, in_flight)` supplied by the
-    /// caller (cache_aware adds a recent-share bound).
-    pub(crate) fn place_where(
-        &self,
-        start: usize,
-        loads: &CandidateLoads,
-        accepts: impl Fn(u32, u64) -> bool,
-    ) -> Option<Placement> {
+    /// The member of every vnode clockwise from ring index `start`, once around the ring.
+    pub(crate) fn clockwise_from(&self, start: usize) -> impl Iterator<Item = u32> + '_ {
         let len = self.points.len();
-        let mut placement = Placement {
-            member: 0,
-            skipped_filtered: false,
-            skipped_load: false,
-        };
-        // Allocated on the first rejection only: the common case accepts the first vnode.
-        let mut rejected: Vec<bool> = Vec::new();
-        for step in 0..len {
-            let member = self.points[(start + step) % len].member;
-            if rejected.get(member as usize).copied().unwrap_or(false) {
-                continue;
-            }
-            match loads.in_flight(member) {
-                Some(in_flight) if accepts(member, in_flight) => {
-                    placement.member = member;
-                    return Some(placement);
-                }
-                Some(_) => placement.skipped_load = true,
-                None => placement.skipped_filtered = true,
-            }
-            if rejected.is_empty() {
-                rejected = vec![false; self.members.len()];
-            }
-            if let Some(slot) = rejected.get_mut(member as usize) {
-                *slot = true;
-            }
-        }
-        None
+        (0..len).filter_map(move |step| self.points.get((start + step) % len).map(|p| p.member))
     }
 }
 

@@ -1,5 +1,7 @@
+use super::movement::moved_share;
 use super::*;
 use crate::hash::stable_hash;
+use crate::load::{CandidateLoads, LoadBound};
 use crate::policy::Candidate;
 
 fn names(count: usize) -> Vec<String> {
@@ -129,7 +131,7 @@ fn place_skips_filtered_and_overloaded_workers_in_ring_order() {
     let all_idle: Vec<Candidate> = order.iter().map(|n| candidate(&ring, n, 0)).collect();
     let place = |candidates: &[Candidate], factor: f64| {
         let loads = CandidateLoads::new(&ring, candidates);
-        let placed = ring.place(start, &loads, LoadBound::new(candidates, factor))?;
+        let placed = loads.place(&ring, start, LoadBound::new(candidates, factor))?;
         Some((ring.member(placed.member)?.name.clone(), placed))
     };
     let (name, placed) = place(&all_idle, 1.25).unwrap();

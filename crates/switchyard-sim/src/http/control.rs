@@ -8,8 +8,8 @@ use bytes::Bytes;
 use http::header;
 use serde_json::json;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::config::BLOCK_TOKENS;
 use crate::fault::{Fault, path_is_inference};
 

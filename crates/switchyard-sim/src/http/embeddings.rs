@@ -9,8 +9,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::tokens::tokenize;
 
 /// Vector length when the request does not ask for `dimensions`.

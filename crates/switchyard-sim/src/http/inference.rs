@@ -12,9 +12,9 @@ use bytes::Bytes;
 use http::header;
 use serde_json::Value;
 
-use super::AppState;
 use super::error::ApiError;
 use super::openai::{Endpoint, InferenceRequest, ResponseMeta, parse_request};
+use super::state::AppState;
 use crate::generation::{GenEvent, Generation};
 use crate::tokens::chat_answer_head;
 

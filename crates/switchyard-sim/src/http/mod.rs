@@ -5,41 +5,20 @@ mod embeddings;
 mod error;
 mod inference;
 mod openai;
+mod state;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::routing::{get, post};
 
 use crate::engine::Engine;
-use openai::Endpoint;
-
-/// State shared by every handler.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub(crate) engine: Arc<Engine>,
-    response_ids: Arc<AtomicU64>,
-}
-
-impl AppState {
-    fn next_response_id(&self, endpoint: Endpoint) -> String {
-        let n = self.response_ids.fetch_add(1, Ordering::Relaxed);
-        let prefix = match endpoint {
-            Endpoint::Chat => "chatcmpl",
-            Endpoint::Completion => "cmpl",
-        };
-        format!("{prefix}-{}-{n}", self.engine.config.name)
-    }
-}
+use state::AppState;
 
 /// All routes. Faults (`error`, `hang`) gate everything except `/metrics` and
 /// `/admin/*`; `reset` is applied by the connection layer in `server`.
 pub(crate) fn router(engine: Arc<Engine>) -> Router {
-    let state = AppState {
-        engine,
-        response_ids: Arc::new(AtomicU64::new(0)),
-    };
+    let state = AppState::new(engine);
     let faultable = Router::new()
         .route("/v1/chat/completions", post(inference::chat_completions))
         .route("/v1/completions", post(inference::completions))

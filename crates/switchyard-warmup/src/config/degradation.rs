@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
-use crate::degradation::Level;
+use crate::degradation::level::Level;
 use crate::error::{ConfigError, invalid};
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -12,8 +12,6 @@ use switchyard_core::Priority;
 pub use degradation::{ChainConfig, DegradationConfig, ModelProfile, ResponseCacheConfig};
 pub use window::PeakWindow;
 
-use crate::error::ConfigError;
-
 /// The `[warmup]` section.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -59,18 +57,6 @@ impl Default for WarmupConfig {
             ramp: WarmupRampConfig::default(),
             resources: Vec::new(),
         }
-    }
-}
-
-impl WarmupConfig {
-    /// Checks every value; the error names the field, e.g. `resources[1].target.model`.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        validate::validate(self)
-    }
-
-    /// Values that load but sit outside the range the seeds recommend (logged at load).
-    pub fn warnings(&self) -> Vec<String> {
-        validate::warnings(self)
     }
 }
 

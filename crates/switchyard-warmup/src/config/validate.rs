@@ -30,7 +30,21 @@ fn positive(field: &str, value: u64) -> Result<(), ConfigError> {
     }
 }
 
-pub(super) fn validate(config: &WarmupConfig) -> Result<(), ConfigError> {
+// The methods live here, beside the rules they apply, so the config types themselves do
+// not depend on their validation.
+impl WarmupConfig {
+    /// Checks every value; the error names the field, e.g. `resources[1].target.model`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate(self)
+    }
+
+    /// Values that load but sit outside the range the seeds recommend (logged at load).
+    pub fn warnings(&self) -> Vec<String> {
+        warnings(self)
+    }
+}
+
+fn validate(config: &WarmupConfig) -> Result<(), ConfigError> {
     if config.caller.trim().is_empty() {
         return Err(invalid("warmup.caller", "must not be empty"));
     }
@@ -198,7 +212,7 @@ fn validate_resource(
     }
 }
 
-pub(super) fn warnings(config: &WarmupConfig) -> Vec<String> {
+fn warnings(config: &WarmupConfig) -> Vec<String> {
     let safety = config.budget.safety;
     let (low, high) = RECOMMENDED_SAFETY;
     let mut out = Vec::new();

@@ -5,7 +5,7 @@ use serde::Serialize;
 use std::future::Future;
 use std::pin::Pin;
 
-use super::level::{CallerPolicy, Effects, ServeMode};
+use super::effects::{CallerPolicy, Effects, ServeMode};
 use crate::error::ActionError;
 use crate::schedule::WarmupLimits;
 

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use tokio::sync::Mutex as AsyncMutex;
 use tracing::warn;
 
-use super::actions::{ActionExecutor, DynActionExecutor};
+use super::actions::{ActionExecutor, DegradationAction, DynActionExecutor};
 use super::audit::{AuditEntry, AuditKind, AuditLog};
-use super::level::{Effects, Level};
+use super::effects::Effects;
+use super::level::{Level, LevelCause};
 use super::metrics::DegradationMetrics;
-use super::signals::{LevelCause, Signals, level_cause, target_level};
-use super::step::StepReport;
+use super::signals::{Signals, level_cause, target_level};
 use super::view::{DegradationView, Forced, LevelFailure, ViewReader};
 use crate::clock::{UnixMillis, secs_to_ms};
 use crate::config::DegradationConfig;
@@ -45,6 +45,23 @@ pub struct DegradationController {
     pub(crate) config: ArcSwap<DegradationConfig>,
     pub(crate) metrics: DegradationMetrics,
     pub(crate) audit: Mutex<AuditLog>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ActionReport {
+    pub action: DegradationAction,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub took_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepReport {
+    pub level: Level,
+    /// Every action attempted, in order (none after the first failure).
+    pub actions: Vec<ActionReport>,
+    /// All actions succeeded and the level is in force.
+    pub entered: bool,
 }
 
 /// What one `evaluate` did.

@@ -6,10 +6,9 @@
 use serde::Serialize;
 
 use super::audit::AuditKind;
-use super::controller::DegradationController;
-use super::level::Level;
-use super::signals::{LevelCause, synthetic_signals, target_level};
-use super::step::StepReport;
+use super::controller::{DegradationController, StepReport};
+use super::level::{Level, LevelCause};
+use super::signals::{synthetic_signals, target_level};
 use crate::clock::UnixMillis;
 use crate::error::DegradationError;
 

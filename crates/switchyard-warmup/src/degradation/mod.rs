@@ -8,7 +8,8 @@ mod actions;
 mod audit;
 mod controller;
 mod drill;
-mod level;
+mod effects;
+pub(crate) mod level;
 mod metrics;
 mod signals;
 mod step;
@@ -16,11 +17,13 @@ mod view;
 
 pub use actions::{ActionExecutor, DegradationAction};
 pub use audit::{AuditEntry, AuditKind};
-pub use controller::{DegradationController, DegradationStatus, Evaluation, ForceReport};
+pub use controller::{
+    ActionReport, DegradationController, DegradationStatus, Evaluation, ForceReport, StepReport,
+};
 pub use drill::{DETECT_DEADLINE_MS, DrillReport};
-pub use level::{CallerPolicy, Effects, Level, ServeMode};
-pub use signals::{LevelCause, OverloadState, Signals, caller_level, level_cause, target_level};
-pub use step::{ActionReport, StepReport};
+pub use effects::{CallerPolicy, Effects, ServeMode};
+pub use level::{Level, LevelCause};
+pub use signals::{OverloadState, Signals, caller_level, level_cause, target_level};
 pub use view::{
     CallerSignals, DegradationView, Forced, LevelFailure, RequestVerdict, Verdict, ViewReader,
 };

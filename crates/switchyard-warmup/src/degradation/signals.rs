@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::level::Level;
+use super::level::{Level, LevelCause};
 use crate::config::DegradationConfig;
 
 /// The admission overload detector's state, as the gateway reports it.
@@ -30,46 +30,6 @@ pub struct Signals {
 /// `overload_level`, recovering → `recovering_level`; the worst wins. 70 % only warns.
 pub fn target_level(signals: &Signals, config: &DegradationConfig) -> Level {
     level_by_water(signals.water_level, config).max(level_by_overload(signals.overload, config))
-}
-
-/// Why the level in force is in force. It decides whether the level cuts concurrency: after
-/// an overload, capacity is admission's recovery ramp's job (30 → 50 → 80 → 100 %), so a
-/// level called for only by the overload detector keeps its warmup and caller effects but
-/// leaves the concurrency limit alone; stacking a cut on the ramp kept success under 99 %
-/// for the whole 5-minute hold (benches/figures/recovery_storm.md).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LevelCause {
-    /// Level 0: nothing calls for degradation.
-    #[default]
-    None,
-    /// The fleet's budget water level.
-    BudgetWater,
-    /// Only the admission overload detector (overloaded or recovering).
-    Overload,
-    BudgetWaterAndOverload,
-    /// Forced by an operator or run by a drill: the level's full effects.
-    Operator,
-}
-
-impl LevelCause {
-    /// Whether the level's concurrency cut applies.
-    pub fn cuts_concurrency(self) -> bool {
-        matches!(
-            self,
-            LevelCause::BudgetWater | LevelCause::BudgetWaterAndOverload | LevelCause::Operator
-        )
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            LevelCause::None => "none",
-            LevelCause::BudgetWater => "budget_water",
-            LevelCause::Overload => "overload",
-            LevelCause::BudgetWaterAndOverload => "budget_water_and_overload",
-            LevelCause::Operator => "operator",
-        }
-    }
 }
 
 /// Which signals call for `level` (at least that bad), or `None` when none does: a level

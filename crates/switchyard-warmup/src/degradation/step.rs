@@ -4,32 +4,14 @@
 //! (its cause changed, so its concurrency effect did) works the same way and leaves the
 //! recovery interval's clock alone.
 
-use serde::Serialize;
 use tracing::{error, info, warn};
 
 use super::actions::DegradationAction;
 use super::audit::AuditKind;
-use super::controller::{ControllerState, DegradationController};
-use super::level::{Effects, Level};
-use super::signals::LevelCause;
+use super::controller::{ActionReport, ControllerState, DegradationController, StepReport};
+use super::effects::Effects;
+use super::level::{Level, LevelCause};
 use super::view::LevelFailure;
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ActionReport {
-    pub action: DegradationAction,
-    pub ok: bool,
-    pub error: Option<String>,
-    pub took_ms: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StepReport {
-    pub level: Level,
-    /// Every action attempted, in order (none after the first failure).
-    pub actions: Vec<ActionReport>,
-    /// All actions succeeded and the level is in force.
-    pub entered: bool,
-}
 
 impl DegradationController {
     pub(crate) async fn enter(

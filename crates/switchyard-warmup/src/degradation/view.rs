@@ -6,8 +6,9 @@ use serde::Serialize;
 use std::sync::Arc;
 use switchyard_core::{Priority, Purpose, RequestTags};
 
-use super::level::{CallerPolicy, Effects, Level, ServeMode};
-use super::signals::{LevelCause, caller_level};
+use super::effects::{CallerPolicy, Effects, ServeMode};
+use super::level::{Level, LevelCause};
+use super::signals::caller_level;
 use crate::clock::UnixMillis;
 use crate::config::DegradationConfig;
 use switchyard_core::WallClock;

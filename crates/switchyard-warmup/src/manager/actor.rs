@@ -74,7 +74,8 @@ impl ManagerState {
                         // business latency during the wave would rise with the harm the wave
                         // does and hide it.
                         let steady = self.steady.select(now, &config.ramp);
-                        core.metrics.note_steady_p95(steady);
+                        core.metrics
+                            .note_steady_p95(steady.source.label(), steady.ms);
                         Wave::new(self.next_wave, &config.ramp, steady, now)
                     });
                     wave.queue.push_back(Arc::clone(cell));

@@ -9,7 +9,7 @@ use switchyard_router::RoutingKeyConfig;
 use tokio::sync::watch;
 use tracing::{error, warn};
 
-use super::WaveStatus;
+use super::report::WaveStatus;
 use crate::accounting::{self, Books};
 use crate::budget::warmup_budget;
 use crate::clock::secs_to_ms;

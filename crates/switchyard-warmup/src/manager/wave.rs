@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::WaveStatus;
+use super::report::WaveStatus;
 use super::steady::SteadyP95;
 use crate::clock::UnixMillis;
 use crate::config::WarmupRampConfig;

@@ -9,7 +9,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use super::{Drain, DrainOutcome, RegistryError, RegistryObserver};
+use super::drain::{Drain, DrainOutcome};
+use super::error::RegistryError;
+use super::observer::RegistryObserver;
 use crate::config::{HealthConfig, ms};
 use crate::directory::WorkerDirectory;
 use crate::handle::{HandleContext, WorkerHandle};

@@ -8,45 +8,26 @@
 //! registered, still checked, so it comes back after `healthy_threshold` successes.
 
 mod actor;
+mod drain;
+mod error;
+mod observer;
 
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::{Clock, SystemClock};
-use tokio::sync::watch;
 
-use crate::config::{ConfigCell, HealthConfig, HealthConfigError};
+use crate::config::{ConfigCell, HealthConfig};
 use crate::directory::WorkerDirectory;
 use crate::handle::{HandleContext, WorkerHandle};
 use crate::http_client::HttpClient;
 use crate::metrics::WorkerMetrics;
-use crate::spec::{SpecError, WorkerSpec};
+use crate::spec::WorkerSpec;
 use crate::status::WorkerStatus;
-pub(crate) use actor::RegistryMsg;
-use actor::{RegistryActor, RegistryArgs};
-
-/// Told about membership changes, synchronously from the registry actor, so routing
-/// structures forget a removed worker before the next snapshot is read.
-pub trait RegistryObserver: Send + Sync + 'static {
-    fn worker_added(&self, worker: &Arc<WorkerHandle>);
-    fn worker_removed(&self, worker: &Arc<WorkerHandle>);
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    #[error("a worker named `{0}` is already registered")]
-    AlreadyExists(String),
-    #[error("no worker named `{0}`")]
-    NotFound(String),
-    #[error(transparent)]
-    InvalidSpec(#[from] SpecError),
-    #[error(transparent)]
-    InvalidConfig(#[from] HealthConfigError),
-    #[error("worker metrics cannot be registered: {0}")]
-    Metrics(#[from] prometheus::Error),
-    #[error("worker registry is not running: {0}")]
-    Unavailable(String),
-}
+use actor::{RegistryActor, RegistryArgs, RegistryMsg};
+pub use drain::{Drain, DrainOutcome};
+pub use error::RegistryError;
+pub use observer::RegistryObserver;
 
 /// How the registry watches workers, where its metrics go, and which clock its circuit
 /// breakers read.
@@ -69,39 +50,6 @@ impl RegistryOptions {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
-    }
-}
-
-/// How a drain ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DrainOutcome {
-    /// Every in-flight request finished; the worker was removed.
-    Idle,
-    /// `drain.timeout_ms` passed; the worker was removed with these still running (they keep
-    /// their handle and end on their own).
-    TimedOut { in_flight: u64 },
-    /// The worker was removed some other way, or the registry stopped.
-    Interrupted,
-}
-
-/// A drain in progress; the worker is already out of the candidate set.
-#[derive(Debug)]
-pub struct Drain {
-    worker: Arc<WorkerHandle>,
-    done: watch::Receiver<Option<DrainOutcome>>,
-}
-
-impl Drain {
-    pub fn worker(&self) -> &Arc<WorkerHandle> {
-        &self.worker
-    }
-
-    /// Waits until the worker has left the registry.
-    pub async fn finished(mut self) -> DrainOutcome {
-        match self.done.wait_for(Option::is_some).await {
-            Ok(outcome) => (*outcome).unwrap_or(DrainOutcome::Interrupted),
-            Err(_) => DrainOutcome::Interrupted,
-        }
     }
 }
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::debug;
 
+use super::messages::{ChildArgs, WorkerMsg};
 use super::periodic::{Next, Round};
-use super::{ChildArgs, WorkerMsg};
 use crate::config::ms;
 use crate::engine::EngineLoad;
 use crate::http_client::{FetchError, fetch, get_request};

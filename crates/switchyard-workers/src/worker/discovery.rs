@@ -7,7 +7,7 @@
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
-use super::ChildArgs;
+use super::messages::ChildArgs;
 use super::periodic::{Next, Round};
 use crate::engine::max_model_len;
 use crate::http_client::get_json;

@@ -3,8 +3,8 @@
 use std::time::Duration;
 use tracing::debug;
 
+use super::messages::{ChildArgs, WorkerMsg};
 use super::periodic::{Next, Round};
-use super::{ChildArgs, WorkerMsg};
 use crate::config::ms;
 use crate::http_client::{fetch, get_request};
 

@@ -88,13 +88,6 @@ impl HungCheck {
     }
 }
 
-pub(crate) const HUNG_CHECKS: &[&str] = &[
-    "silent",
-    "stalled_streams",
-    "deferred_gateway_lag",
-    "stalls_excused",
-];
-
 /// What a check weighs: the worker's silence while a request on it is due, its streams.
 pub(crate) struct Evidence {
     pub now: Instant,

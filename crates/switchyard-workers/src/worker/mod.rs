@@ -17,6 +17,7 @@ mod decisions;
 mod discovery;
 mod health_checker;
 mod hung;
+mod messages;
 mod periodic;
 mod probe_timing;
 mod prober;
@@ -25,41 +26,17 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use std::sync::Arc;
 use tracing::{error, warn};
 
-use crate::config::{HealthConfig, ms};
+use crate::config::ms;
 use crate::handle::WorkerHandle;
 use crate::http_client::HttpClient;
-use crate::latency::LatencyFigures;
 use collector::Collector;
-use decisions::{ProbeResult, WorkerCore};
+use decisions::WorkerCore;
 use discovery::Discovery;
 use health_checker::HealthChecker;
-use periodic::spawn_child;
+use messages::ChildArgs;
+pub(crate) use messages::WorkerMsg;
+use periodic::{Tick, spawn_child};
 use prober::{Prober, ProberArgs};
-
-pub(crate) use hung::HUNG_CHECKS;
-
-/// "Do your periodic work now"; every child's only message.
-pub(crate) struct Tick;
-
-/// What every child needs.
-#[derive(Clone)]
-pub(crate) struct ChildArgs {
-    pub handle: Arc<WorkerHandle>,
-    pub client: HttpClient,
-    pub supervisor: ActorRef<WorkerMsg>,
-}
-
-pub(crate) enum WorkerMsg {
-    Health(bool),
-    Window(LatencyFigures),
-    Probe {
-        generation: u64,
-        result: ProbeResult,
-    },
-    ConfigChanged(Arc<HealthConfig>),
-    /// The supervisor's own periodic hung check.
-    Watch,
-}
 
 pub(crate) struct WorkerSupervisor;
 

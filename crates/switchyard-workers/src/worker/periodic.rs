@@ -7,7 +7,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use super::Tick;
+/// "Do your periodic work now"; every child's only message.
+pub(crate) struct Tick;
 
 /// When the next round runs.
 pub(crate) enum Next {

@@ -12,9 +12,9 @@ use switchyard_core::header_names;
 use tracing::debug;
 
 use super::decisions::ProbeResult;
+use super::messages::{ChildArgs, WorkerMsg};
 use super::periodic::{Next, Round};
 use super::probe_timing::{judge, timed_probe};
-use super::{ChildArgs, WorkerMsg};
 use crate::config::{HealthConfig, ms};
 use crate::http_client::FetchError;
 

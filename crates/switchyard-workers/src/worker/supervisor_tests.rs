@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::ConfigCell;
+use crate::config::{ConfigCell, HealthConfig};
 use crate::handle::HandleContext;
 use crate::http_client::{HttpClientConfig, build_http_client};
 use crate::metrics::WorkerMetrics;

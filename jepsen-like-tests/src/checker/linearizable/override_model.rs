@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Linearization, Model, SearchLimits, search, truncate};
-use crate::checker::{CheckInput, Checker, Verdict, Violation, cap_ops};
+use super::engine::{Linearization, Model, SearchLimits, search, truncate};
+use crate::checker::verdict::{CheckInput, Checker, Verdict, Violation, cap_ops};
 use crate::history::{Op, OpResult, Operation, OverrideView};
 use crate::state::OverrideStatus;
 

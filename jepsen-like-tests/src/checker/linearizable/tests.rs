@@ -2,7 +2,7 @@
 //! `read_spend` answering `spend_total`).
 
 use super::*;
-use crate::history::{ErrorInfo, HistoryBuilder, Op, OpResult};
+use crate::history::{ErrorInfo, HistoryBuilder, Op, OpResult, Operation, Outcome};
 use switchyard_core::QuotaScope;
 
 struct Register;

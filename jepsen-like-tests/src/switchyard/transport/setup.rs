@@ -8,7 +8,7 @@ use std::time::Duration;
 use switchyard_core::QuotaScope;
 use tokio::time::Instant;
 
-use super::SwitchyardTransport;
+use super::client::GatewayClient;
 use crate::cluster::Endpoint;
 use crate::switchyard::local_state::LocalState;
 use crate::workload::{Completion, WorkloadError};
@@ -16,12 +16,12 @@ use crate::workload::{Completion, WorkloadError};
 const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn set_budgets(
-    transport: &SwitchyardTransport,
+    client: &GatewayClient,
     endpoints: &[Endpoint],
     budgets: &BTreeMap<QuotaScope, u64>,
 ) -> Result<(), WorkloadError> {
     let deadline = Instant::now() + SETUP_TIMEOUT;
-    let runner = transport.credentials.runner.clone();
+    let runner = client.credentials.runner.clone();
     for (attempt, (scope, limit)) in budgets.iter().enumerate() {
         let body = serde_json::json!({
             "caller": &*scope.caller,
@@ -32,7 +32,7 @@ async fn set_budgets(
         loop {
             let endpoint = &endpoints[turn % endpoints.len()];
             turn += 1;
-            let outcome = transport
+            let outcome = client
                 .admin(
                     endpoint,
                     &runner,
@@ -60,12 +60,12 @@ async fn set_budgets(
 
 /// Whether `endpoint` has applied every budget at its limit and holds a lease on each.
 async fn node_ready(
-    transport: &SwitchyardTransport,
+    client: &GatewayClient,
     endpoint: &Endpoint,
     budgets: &BTreeMap<QuotaScope, u64>,
 ) -> Result<(), String> {
-    let runner = transport.credentials.runner.clone();
-    let reply = transport
+    let runner = client.credentials.runner.clone();
+    let reply = client
         .admin(endpoint, &runner, Method::GET, "/admin/ledger/local", None)
         .await
         .map_err(|_| "no answer".to_owned())?;
@@ -91,18 +91,18 @@ async fn node_ready(
 }
 
 pub(super) async fn prepare(
-    transport: &SwitchyardTransport,
+    client: &GatewayClient,
     endpoints: &[Endpoint],
     budgets: &BTreeMap<QuotaScope, u64>,
 ) -> Result<(), WorkloadError> {
     if endpoints.is_empty() {
         return Err(WorkloadError::Setup("the cluster has no endpoints".into()));
     }
-    set_budgets(transport, endpoints, budgets).await?;
+    set_budgets(client, endpoints, budgets).await?;
     let deadline = Instant::now() + SETUP_TIMEOUT;
     for endpoint in endpoints {
         loop {
-            match node_ready(transport, endpoint, budgets).await {
+            match node_ready(client, endpoint, budgets).await {
                 Ok(()) => break,
                 Err(problem) if Instant::now() >= deadline => {
                     tracing::warn!(node = endpoint.node, %problem, "node not fully ready; starting anyway");
