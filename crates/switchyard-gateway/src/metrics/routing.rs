@@ -73,9 +73,10 @@ impl RoutingMetrics {
         let plan_moved_beyond_membership_change_ratio = Gauge::new(
             "switchyard_routing_plan_moved_beyond_membership_change_ratio",
             "Of the same traffic, the share the re-plan on the last worker join or leave moved \
-             between workers there before and after it (beyond what the change forces). \
-             Replicas sharing placements (a Raft group) keep conversations in progress \
-             where they are regardless.",
+             between workers there before and after it (beyond what the change forces), for \
+             the conversations opened after it: those in progress keep the plan they opened \
+             under (a Raft group's replicated placements, or each replica's plan before the \
+             change).",
         )?;
         registry.register(Box::new(plan_moved_beyond_membership_change_ratio.clone()))?;
         Ok(Self {

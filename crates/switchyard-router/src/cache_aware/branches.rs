@@ -25,6 +25,9 @@ pub(super) const PROMPT_GROUP_SPILL: &str = "prompt_group_spill";
 /// A first turn given the group worker it drew second, which wrote less to its cache lately
 /// (a replica that routes its conversations whole; broadcast like `prompt_group`).
 pub(super) const PROMPT_GROUP_BALANCED: &str = "prompt_group_balanced";
+/// A later turn of a conversation opened before the last worker join or leave, placed on the
+/// worker the plan of that time drew for it (replicas that share no placements).
+pub(super) const PROMPT_GROUP_BEFORE_CHANGE: &str = "prompt_group_before_change";
 /// The fleet's in-flight spread is too large: least loaded, cache ignored.
 pub(super) const IMBALANCED: &str = "imbalanced";
 /// Short prompt, no routing key, or no candidate on the ring: least loaded.
@@ -41,6 +44,7 @@ pub(super) const BRANCHES: &[&str] = &[
     PROMPT_GROUP,
     PROMPT_GROUP_SPILL,
     PROMPT_GROUP_BALANCED,
+    PROMPT_GROUP_BEFORE_CHANGE,
     IMBALANCED,
     LEAST_LOADED,
 ];

@@ -66,5 +66,6 @@ fn placement_branch(kind: PlacementKind) -> &'static str {
         PlacementKind::Group => PROMPT_GROUP,
         PlacementKind::GroupSpill => PROMPT_GROUP_SPILL,
         PlacementKind::GroupBalanced => PROMPT_GROUP_BALANCED,
+        PlacementKind::GroupBeforeChange => PROMPT_GROUP_BEFORE_CHANGE,
     }
 }

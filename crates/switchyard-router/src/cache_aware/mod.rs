@@ -8,16 +8,19 @@
 //! or replicas sharing placements, `fleet_share`) it evens out its group workers' cache
 //! writes; elsewhere the prompts' group plan waits for enough conversations to agree across
 //! replicas (`prompt_group`), and a replica that missed a later turn's previous turn follows
-//! placement rather than its own older routing. Later turns go where the conversation lives
-//! on every replica, unless that worker's engine reports a queue or it carries a full batch
-//! (`escape`); when the holder of a prefix is filtered, migrate the affinity to the fallback
-//! worker at once and say so to the other replicas.
+//! placement rather than its own older routing; across a worker joining or leaving, the
+//! conversations opened before it keep the plan they opened under (`conversation_age`).
+//! Later turns go where the conversation lives on every replica, unless that worker's engine
+//! reports a queue or it carries a full batch (`escape`); when the holder of a prefix is
+//! filtered, migrate the affinity to the fallback worker at once and say so to the other
+//! replicas.
 
 mod affinity;
 mod branches;
 mod choice;
 mod config;
 mod conversation;
+mod conversation_age;
 mod decayed;
 mod deviation;
 mod escape;
@@ -50,6 +53,8 @@ mod tests_keys;
 mod tests_prompt_group;
 #[cfg(test)]
 mod tests_replicas;
+#[cfg(test)]
+mod tests_ring_change;
 mod tree;
 
 pub use config::CacheAwareConfig;
@@ -225,6 +230,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             written,
             opened,
             groups,
+            ages,
             plan,
             batches,
             fleet,
@@ -247,11 +253,13 @@ impl RoutingPolicy for CacheAwarePolicy {
         // Whether a conversation's later turns go where its opening went on every replica:
         // this replica routes its conversations whole, or replicas share placements.
         let follows = openings.routes_whole(now) || fleet.shares_placements(now);
+        let mut before_change = None;
         let grouping = match (group, ranking, conversation) {
             (Some(group), Some(ranking), Some(conversation)) => {
                 if groups.observe(group, conversation.key, turn, now) {
                     openings.met(turn <= 1, now);
                 }
+                ages.observe(conversation.key, turn, now);
                 // Where later turns follow their opening anyway, a plan may start at once.
                 plan.refresh(
                     &ring,
@@ -262,6 +270,11 @@ impl RoutingPolicy for CacheAwarePolicy {
                     if follows { 0 } else { MIN_PLAN_CONVERSATIONS },
                 );
                 let slots = plan.slots(group, &ranking);
+                if sticky {
+                    before_change = plan.drawn_before_change(group, conversation.key, now, |at| {
+                        ages.opened_before(conversation.key, at)
+                    });
+                }
                 Some(Grouping { ranking, slots })
             }
             _ => None,
@@ -308,6 +321,7 @@ impl RoutingPolicy for CacheAwarePolicy {
             loads: &loads,
             moved_to,
             grouping: grouping.as_ref(),
+            before_change,
             key: key.map(|key| key.hash),
             sticky,
             conversation: conversation.is_some(),
@@ -380,7 +394,8 @@ impl RoutingPolicy for CacheAwarePolicy {
                     PlacementKind::Override
                     | PlacementKind::Hash
                     | PlacementKind::HashFallback
-                    | PlacementKind::Group,
+                    | PlacementKind::Group
+                    | PlacementKind::GroupBeforeChange,
                 ),
                 Some(key),
             ) if sticky => later_turn_escape(

@@ -28,6 +28,9 @@ pub(super) enum PlacementKind {
     GroupSpill,
     /// A first turn given the group worker it drew second, which wrote less to its cache.
     GroupBalanced,
+    /// A later turn of a conversation opened before the last worker join or leave: the
+    /// worker the plan of its opening drew, which stayed.
+    GroupBeforeChange,
 }
 
 /// Routing-key hash → worker, for keys placed off their ring owner (load moves) or moved by a
@@ -237,6 +240,9 @@ pub(super) struct Placing<'a> {
     pub(super) moved_to: Option<WorkerId>,
     /// The conversation's system prompt's group, if it is placed within one.
     pub(super) grouping: Option<&'a Grouping>,
+    /// For a later turn of a conversation opened before the last ring change, the worker the
+    /// plan before the change drew for it (`GroupPlan::drawn_before_change`).
+    pub(super) before_change: Option<WorkerId>,
     /// The routing key's (or conversation's) hash; nothing is placed without one.
     pub(super) key: Option<u64>,
     /// A later turn of a conversation: no load bound.
@@ -257,9 +263,22 @@ impl Placing<'_> {
         let key = self.key?;
         let (ring, loads, moved_to) = (self.ring, self.loads, self.moved_to);
         if let Some(grouping) = self.grouping {
+            let is_candidate = |worker: WorkerId| {
+                ring.member_index(worker)
+                    .is_some_and(|member| loads.in_flight(member).is_some())
+            };
+            let opened_under = self.before_change.filter(|&worker| is_candidate(worker));
             let in_group = if self.sticky {
-                let any = |_, _| true;
-                place_in_group(ring, moved_to, loads, grouping, key, any, None)
+                match opened_under {
+                    // A move some replica made since still comes first.
+                    Some(worker) if !moved_to.is_some_and(is_candidate) => {
+                        Some((worker, PlacementKind::GroupBeforeChange))
+                    }
+                    _ => {
+                        let any = |_, _| true;
+                        place_in_group(ring, moved_to, loads, grouping, key, any, None)
+                    }
+                }
             } else {
                 let bounded = |_, n| self.opening_bound.accepts(n);
                 place_in_group(ring, moved_to, loads, grouping, key, bounded, self.balance)

@@ -14,7 +14,7 @@
 
 use super::group_shares::GroupShares;
 use super::plan_churn;
-use super::slot_draw::{Plans, Slot, higher_first, score};
+use super::slot_draw::{Plans, Slot, drawn, higher_first, score};
 use crate::hash::stable_hash_seeded;
 use crate::load::CandidateLoads;
 use crate::ring::Ring;
@@ -68,6 +68,15 @@ pub(super) struct GroupPlan {
     /// both rings (`plan_churn`).
     moved_share: f64,
     moved_between_stayers_on_ring_change: f64,
+    before_change: Option<PlanBeforeChange>,
+}
+
+/// The plan in force until the last ring change, for the conversations opened under it.
+#[derive(Debug)]
+struct PlanBeforeChange {
+    ring: Arc<Ring>,
+    by_group: Plans,
+    changed_at: Duration,
 }
 
 impl GroupPlan {
@@ -120,6 +129,17 @@ impl GroupPlan {
             let slots = self.fill(&ranked, units);
             self.by_group.insert(group, slots);
         }
+        if let Some(old) = self
+            .ring
+            .clone()
+            .filter(|_| !same_ring && !previous.is_empty())
+        {
+            self.before_change = Some(PlanBeforeChange {
+                ring: old,
+                by_group: previous.clone(),
+                changed_at: now,
+            });
+        }
         if let Some(old) = self.ring.clone() {
             let samples = if same_ring {
                 plan_churn::SAMPLES_PER_PROMPT
@@ -146,6 +166,31 @@ impl GroupPlan {
     /// beyond what the change forced (0 before there was one).
     pub(super) fn moved_shares(&self) -> (f64, f64) {
         (self.moved_share, self.moved_between_stayers_on_ring_change)
+    }
+
+    /// For a later turn of conversation `conversation` of system prompt `group`: the worker
+    /// the plan before the last ring change drew for it, if that change was less than
+    /// `PLAN_BEFORE_CHANGE_KEPT` ago and the conversation was opened before it
+    /// (`opened_before`). Replicas that share placements send such a conversation where its
+    /// opening went; replicas that share nothing send it where the plan it opened under did,
+    /// so the re-plan moves none of the conversations in progress but the departed worker's.
+    /// The caller checks that the worker is still a candidate.
+    pub(super) fn drawn_before_change(
+        &self,
+        group: u64,
+        conversation: u64,
+        now: Duration,
+        opened_before: impl FnOnce(Duration) -> bool,
+    ) -> Option<WorkerId> {
+        let before = self.before_change.as_ref()?;
+        if now.saturating_sub(before.changed_at) > PLAN_BEFORE_CHANGE_KEPT {
+            return None;
+        }
+        let slots = before.by_group.get(&group)?;
+        if !opened_before(before.changed_at) {
+            return None;
+        }
+        drawn(&before.ring, slots, conversation)
     }
 
     /// The plan as `prompt share: worker units, …; …`, busiest prompt first, for the logs:
@@ -228,6 +273,11 @@ impl GroupPlan {
 /// slowest turns of the minute. Plans from a few conversations differ more between replicas,
 /// which moves a few more later turns.
 pub(super) const MIN_PLAN_CONVERSATIONS: usize = 8;
+/// How long the plan before a ring change places the conversations opened under it: long
+/// against a conversation's lifetime (minutes for an agent). Only those conversations use
+/// it, so a replica started after the change, which never had that plan, disagrees with the
+/// others about them alone.
+const PLAN_BEFORE_CHANGE_KEPT: Duration = Duration::from_secs(600);
 /// The plan's unit: a quarter of a worker's even share.
 const UNITS_PER_WORKER: f64 = 4.0;
 /// The smallest part of a prompt's traffic worth another worker (see `GroupPlan`).

@@ -39,6 +39,15 @@ fn shares_of(counts: &[(u64, f64)]) -> GroupShares {
     shares
 }
 
+/// Eight prompts 1..=8 of Zipf popularity over 20 000 requests.
+fn zipf_shares() -> GroupShares {
+    let zipf: f64 = (1..=8).map(|k| 1.0 / f64::from(k)).sum();
+    let counts: Vec<(u64, f64)> = (1..=8u32)
+        .map(|k| (u64::from(k), 20_000.0 / f64::from(k) / zipf))
+        .collect();
+    shares_of(&counts)
+}
+
 /// A plan built from `counts` (prompt, requests).
 fn plan_of(ring: &Arc<Ring>, counts: &[(u64, f64)]) -> GroupPlan {
     let shares = shares_of(counts);
@@ -230,11 +239,7 @@ fn the_plan_logged_names_each_prompt_busiest_first_with_its_workers_and_units() 
 #[test]
 fn a_re_plan_reports_the_traffic_it_moves_and_a_ring_change_is_kept_apart() {
     // Eight Zipf-popular prompts over four workers, then the fourth worker leaves.
-    let zipf: f64 = (1..=8).map(|k| 1.0 / f64::from(k)).sum();
-    let counts: Vec<(u64, f64)> = (1..=8u32)
-        .map(|k| (u64::from(k), 20_000.0 / f64::from(k) / zipf))
-        .collect();
-    let shares = shares_of(&counts);
+    let shares = zipf_shares();
     let four = ring(4);
     let three = Arc::new(Ring::build(
         (0..3u32).map(|w| Member {
@@ -281,4 +286,54 @@ fn a_re_plan_reports_the_traffic_it_moves_and_a_ring_change_is_kept_apart() {
     // A later re-plan on the same ring and shares moves nothing; the ring change's figure stays.
     plan.refresh(&three, &shares, 1.0, Duration::from_secs(3), every, 0);
     assert_eq!(plan.moved_shares(), (0.0, beyond));
+}
+
+#[test]
+fn the_plan_before_a_ring_change_draws_for_conversations_opened_under_it() {
+    let shares = zipf_shares();
+    let four = ring(4);
+    let three = ring(3);
+    let every = Duration::from_secs(1);
+    let mut plan = GroupPlan::default();
+    plan.refresh(&four, &shares, 1.0, Duration::ZERO, every, 0);
+    let old_draw = |group: u64, conversation: u64| {
+        slot_draw::drawn(&four, &plan.slots(group, &[]), conversation)
+    };
+    let drew: Vec<(u64, u64, Option<WorkerId>)> = (1..=8u64)
+        .flat_map(|group| (0..64u64).map(move |c| (group, c)))
+        .map(|(group, c)| (group, c, old_draw(group, c)))
+        .collect();
+    let at = |secs: u64| Duration::from_secs(secs);
+    assert_eq!(
+        plan.drawn_before_change(1, 0, at(0), |_| true),
+        None,
+        "no change yet"
+    );
+    plan.refresh(&three, &shares, 1.0, at(10), every, 0);
+    let mut differs = 0;
+    for &(group, conversation, old) in &drew {
+        let opened_before = |changed_at: Duration| {
+            assert_eq!(changed_at, at(10));
+            true
+        };
+        let kept = plan.drawn_before_change(group, conversation, at(20), opened_before);
+        assert_eq!(kept, old, "prompt {group}, conversation {conversation}");
+        let new = slot_draw::drawn(&three, &plan.slots(group, &[]), conversation);
+        differs += usize::from(kept.is_some_and(|w| w != WorkerId(3)) && kept != new);
+    }
+    assert!(
+        differs > 0,
+        "the re-plan moved no conversation between stayers"
+    );
+    // Opened after the change, or asked once the plan is no longer kept: the new plan decides.
+    assert_eq!(plan.drawn_before_change(1, 0, at(20), |_| false), None);
+    let late = at(10) + PLAN_BEFORE_CHANGE_KEPT + at(1);
+    assert_eq!(plan.drawn_before_change(1, 0, late, |_| true), None);
+    // A periodic re-plan on the same ring keeps the plan of before the change.
+    plan.refresh(&three, &shares, 1.0, at(30), every, 0);
+    let (group, conversation, old) = drew[0];
+    assert_eq!(
+        plan.drawn_before_change(group, conversation, at(31), |_| true),
+        old
+    );
 }
