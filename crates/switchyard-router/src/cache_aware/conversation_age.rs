@@ -10,15 +10,14 @@
 //! its whole history: a turn with k user messages was opened about k − 1 turn intervals ago,
 //! and this replica measures the fleet's turn interval from the conversations it meets more
 //! than once (the turns between two of its meetings went through other replicas). A
-//! conversation met before the change was certainly opened before it.
+//! conversation met before the change was certainly opened before it. The same record says
+//! how many of a conversation's turns this replica has counted (`group_shares`).
 
 use crate::hash::PrehashedKey;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
-/// Conversations whose opening time is remembered; the oldest go first.
-const MAX_TRACKED_CONVERSATIONS: usize = 65_536;
 /// Weight of each new interval measured: a few dozen meetings make the estimate, and a
 /// workload whose pace changes is followed within a few hundred.
 const INTERVAL_WEIGHT: f64 = 1.0 / 32.0;
@@ -42,12 +41,6 @@ pub(super) struct ConversationAges {
     turn_interval_secs: Option<f64>,
 }
 
-impl Default for ConversationAges {
-    fn default() -> Self {
-        Self::new(MAX_TRACKED_CONVERSATIONS)
-    }
-}
-
 impl ConversationAges {
     pub(super) fn new(capacity: usize) -> Self {
         Self {
@@ -59,18 +52,23 @@ impl ConversationAges {
     }
 
     /// This replica met `conversation` at its user turn `turn` (1 for the opening) at `now`.
-    pub(super) fn observe(&mut self, conversation: u64, turn: u32, now: Duration) {
+    /// Returns the most user turns it had seen that conversation at before (None for one it
+    /// meets for the first time, as far as it remembers).
+    pub(super) fn observe(&mut self, conversation: u64, turn: u32, now: Duration) -> Option<u32> {
         if let Some(met) = self.met.get_mut(&conversation) {
-            if turn > met.turn && now > met.at {
-                let interval = (now - met.at).as_secs_f64() / f64::from(turn - met.turn);
-                self.turn_interval_secs = Some(match self.turn_interval_secs {
-                    Some(mean) => mean + INTERVAL_WEIGHT * (interval - mean),
-                    None => interval,
-                });
+            let before = met.turn;
+            if turn > met.turn {
+                if now > met.at {
+                    let interval = (now - met.at).as_secs_f64() / f64::from(turn - met.turn);
+                    self.turn_interval_secs = Some(match self.turn_interval_secs {
+                        Some(mean) => mean + INTERVAL_WEIGHT * (interval - mean),
+                        None => interval,
+                    });
+                }
                 met.turn = turn;
                 met.at = now;
             }
-            return;
+            return Some(before);
         }
         let turns_before = f64::from(turn.saturating_sub(1));
         let age = self
@@ -91,6 +89,12 @@ impl ConversationAges {
                 self.met.remove(&oldest);
             }
         }
+        None
+    }
+
+    /// Conversations remembered.
+    pub(super) fn len(&self) -> usize {
+        self.met.len()
     }
 
     /// Whether `conversation` was opened before `instant`, as far as this replica can tell
@@ -119,21 +123,25 @@ mod tests {
 
     #[test]
     fn the_turn_interval_comes_from_conversations_met_twice() {
-        let mut ages = ConversationAges::default();
-        ages.observe(1, 2, secs(10.0));
+        let mut ages = ConversationAges::new(16);
+        assert_eq!(
+            ages.observe(1, 2, secs(10.0)),
+            None,
+            "met for the first time"
+        );
         assert_eq!(ages.turn_interval(), None, "one meeting measures nothing");
         // Four turns in eight seconds went by, three of them through other replicas.
-        ages.observe(1, 6, secs(18.0));
+        assert_eq!(ages.observe(1, 6, secs(18.0)), Some(2));
         assert_eq!(ages.turn_interval(), Some(secs(2.0)));
         // A retry of the same turn, or an older one arriving late, measures nothing.
-        ages.observe(1, 6, secs(19.0));
-        ages.observe(1, 5, secs(20.0));
+        assert_eq!(ages.observe(1, 6, secs(19.0)), Some(6));
+        assert_eq!(ages.observe(1, 5, secs(20.0)), Some(6));
         assert_eq!(ages.turn_interval(), Some(secs(2.0)));
     }
 
     #[test]
     fn a_conversation_met_late_was_opened_its_turns_ago() {
-        let mut ages = ConversationAges::default();
+        let mut ages = ConversationAges::new(16);
         ages.observe(1, 1, secs(0.0));
         ages.observe(1, 3, secs(4.0)); // 2 s per turn
         // First met at its fifth turn at 100 s: opened about 8 s earlier.
@@ -148,7 +156,7 @@ mod tests {
 
     #[test]
     fn without_a_measured_interval_a_conversation_counts_as_opened_when_met() {
-        let mut ages = ConversationAges::default();
+        let mut ages = ConversationAges::new(16);
         ages.observe(7, 9, secs(50.0));
         assert!(!ages.opened_before(7, secs(50.0)));
         assert!(ages.opened_before(7, secs(50.5)));

@@ -11,8 +11,9 @@
 //! seen yet, and a replica that just started catches up with the conversations in progress
 //! from their first request.
 
+use super::conversation_age::ConversationAges;
 use crate::hash::PrehashedKey;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
@@ -37,11 +38,8 @@ pub(super) struct GroupShares {
     capacity: usize,
     scaled: HashMap<u64, f64, BuildHasherDefault<PrehashedKey>>,
     total: f64,
-    /// Turns counted so far per conversation key.
-    counted: HashMap<u64, u32, BuildHasherDefault<PrehashedKey>>,
-    /// Exactly the keys of `counted`, oldest first.
-    order: VecDeque<u64>,
-    conversation_capacity: usize,
+    /// Per conversation met, the turns counted so far (and when it was opened).
+    met: ConversationAges,
 }
 
 impl GroupShares {
@@ -52,9 +50,7 @@ impl GroupShares {
             capacity: capacity.max(1),
             scaled: HashMap::default(),
             total: 0.0,
-            counted: HashMap::default(),
-            order: VecDeque::new(),
-            conversation_capacity: conversations.max(1),
+            met: ConversationAges::new(conversations),
         }
     }
 
@@ -93,25 +89,12 @@ impl GroupShares {
         turn: u32,
         now: Duration,
     ) -> bool {
-        let met = !self.counted.contains_key(&conversation);
-        let counted = match self.counted.get_mut(&conversation) {
-            Some(counted) => counted,
-            None => {
-                self.order.push_back(conversation);
-                while self.order.len() > self.conversation_capacity {
-                    if let Some(oldest) = self.order.pop_front() {
-                        self.counted.remove(&oldest);
-                    }
-                }
-                self.counted.entry(conversation).or_insert(0)
-            }
-        };
-        let new_turns = turn.saturating_sub(*counted);
+        let counted = self.met.observe(conversation, turn, now);
+        let new_turns = turn.saturating_sub(counted.unwrap_or(0));
         if new_turns > 0 {
-            *counted = turn;
             self.add(group, f64::from(new_turns), now);
         }
-        met
+        counted.is_none()
     }
 
     /// Counts one request of system prompt `group` at `now`.
@@ -151,7 +134,13 @@ impl GroupShares {
 
     /// Conversations this replica has met (as far as it remembers them).
     pub(super) fn conversations_met(&self) -> usize {
-        self.counted.len()
+        self.met.len()
+    }
+
+    /// Whether `conversation` was opened before `instant`, as far as this replica can tell
+    /// (`ConversationAges::opened_before`).
+    pub(super) fn opened_before(&self, conversation: u64, instant: Duration) -> bool {
+        self.met.opened_before(conversation, instant)
     }
 
     /// The tracked system prompts.
@@ -272,10 +261,13 @@ mod tests {
         shares.observe(1, 100, 4, Duration::ZERO);
         shares.observe(2, 200, 4, Duration::ZERO);
         shares.observe(2, 300, 4, Duration::ZERO);
-        assert_eq!((shares.counted.len(), shares.order.len()), (2, 2));
+        assert_eq!(shares.conversations_met(), 2);
         // Conversation 100 went first: seen again, its four turns count again.
         shares.observe(1, 100, 4, Duration::ZERO);
         assert!((shares.share(1) - 0.5).abs() < 1e-9, "{}", shares.share(1));
-        assert!(!shares.counted.contains_key(&200));
+        assert!(
+            shares.observe(2, 200, 4, Duration::ZERO),
+            "200 was forgotten: met anew"
+        );
     }
 }

@@ -230,7 +230,6 @@ impl RoutingPolicy for CacheAwarePolicy {
             written,
             opened,
             groups,
-            ages,
             plan,
             batches,
             fleet,
@@ -259,7 +258,6 @@ impl RoutingPolicy for CacheAwarePolicy {
                 if groups.observe(group, conversation.key, turn, now) {
                     openings.met(turn <= 1, now);
                 }
-                ages.observe(conversation.key, turn, now);
                 // Where later turns follow their opening anyway, a plan may start at once.
                 plan.refresh(
                     &ring,
@@ -272,7 +270,7 @@ impl RoutingPolicy for CacheAwarePolicy {
                 let slots = plan.slots(group, &ranking);
                 if sticky {
                     before_change = plan.drawn_before_change(group, conversation.key, now, |at| {
-                        ages.opened_before(conversation.key, at)
+                        groups.opened_before(conversation.key, at)
                     });
                 }
                 Some(Grouping { ranking, slots })

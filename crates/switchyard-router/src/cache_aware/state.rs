@@ -1,6 +1,5 @@
 //! What the per-request lock covers.
 
-use super::conversation_age::ConversationAges;
 use super::escape::LearnedBatches;
 use super::fleet_share::FleetShare;
 use super::group_shares::GroupShares;
@@ -26,7 +25,6 @@ pub(super) struct AffinityState {
     /// sends only a share of each worker's turns.
     pub(super) opened: RecentLoad,
     pub(super) groups: GroupShares,
-    pub(super) ages: ConversationAges,
     pub(super) plan: GroupPlan,
     pub(super) batches: LearnedBatches,
     pub(super) fleet: FleetShare,
@@ -49,7 +47,6 @@ impl AffinityState {
             written: RecentLoad::new(half_life),
             opened: RecentLoad::new(half_life),
             groups: GroupShares::with_defaults(),
-            ages: ConversationAges::default(),
             plan: GroupPlan::default(),
             batches: LearnedBatches::default(),
             fleet: FleetShare::starting_at(now),
